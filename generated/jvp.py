@@ -38,6 +38,7 @@ from dualgen.formulas import (
     convolution_backward_tangent,
     copy_broadcast,
     ctc_loss_log_probs_grad,
+    cudnn_rnn_tangents,
     det_lu_tangent,
     det_tangent,
     device_attention_backward_bias_tangent,
@@ -15595,6 +15596,403 @@ def _thnn_fused_gru_cell_backward_default(
         result3_t = None
         result4_t = None
     return result0_t, result1_t, result2_t, result3_t, result4_t
+
+
+def _cudnn_rnn_default(
+    input_p,
+    weight_p,
+    weight_stride0,
+    weight_buf_p,
+    hx_p,
+    cx_p,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    batch_sizes,
+    dropout_state_p,
+    input_t,
+    weight_t,
+    hx_t,
+    cx_t,
+    result0,
+    result1,
+    result2,
+    result3,
+    result4,
+):
+    """aten::_cudnn_rnn(Tensor input, Tensor[] weight, int weight_stride0, Tensor? weight_buf, Tensor hx, Tensor? cx, int mode, SymInt hidden_size, SymInt proj_size, int num_layers, bool batch_first, float dropout, bool train, bool bidirectional, SymInt[] batch_sizes, Tensor? dropout_state) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _cudnn_rnn
+    # result0: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[0]
+    # result1: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[1]
+    # result2: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[2]
+    if (
+        input_t is not None
+        and weight_t is not None
+        and hx_t is not None
+        and cx_t is not None
+    ):
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            weight_t,
+            hx_t,
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and weight_t is not None and hx_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            weight_t,
+            hx_t,
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and weight_t is not None and cx_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            weight_t,
+            torch.zeros_like(hx_p),
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and hx_t is not None and cx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            fill_absent(weight_t, weight_p),
+            hx_t,
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif weight_t is not None and hx_t is not None and cx_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            weight_t,
+            hx_t,
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and weight_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            weight_t,
+            torch.zeros_like(hx_p),
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and hx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            fill_absent(weight_t, weight_p),
+            hx_t,
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None and cx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            fill_absent(weight_t, weight_p),
+            torch.zeros_like(hx_p),
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif weight_t is not None and hx_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            weight_t,
+            hx_t,
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif weight_t is not None and cx_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            weight_t,
+            torch.zeros_like(hx_p),
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif hx_t is not None and cx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            fill_absent(weight_t, weight_p),
+            hx_t,
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif input_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            input_t,
+            fill_absent(weight_t, weight_p),
+            torch.zeros_like(hx_p),
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif weight_t is not None:
+        weight_t = fill_absent(weight_t, weight_p)
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            weight_t,
+            torch.zeros_like(hx_p),
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif hx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            fill_absent(weight_t, weight_p),
+            hx_t,
+            None if cx_p is None else torch.zeros_like(cx_p),
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    elif cx_t is not None:
+        shared_tangents = cudnn_rnn_tangents(
+            torch.zeros_like(input_p),
+            fill_absent(weight_t, weight_p),
+            torch.zeros_like(hx_p),
+            cx_t,
+            input_p,
+            weight_p,
+            weight_stride0,
+            hx_p,
+            cx_p,
+            mode,
+            proj_size,
+            num_layers,
+            batch_first,
+            dropout,
+            train,
+            bidirectional,
+            batch_sizes,
+        )
+        result0_t = shared_tangents[0]
+        result1_t = shared_tangents[1]
+        result2_t = shared_tangents[2]
+    else:
+        result0_t = None
+        result1_t = None
+        result2_t = None
+    return result0_t, result1_t, result2_t, None, None
 
 
 def grid_sampler_2d_default(

@@ -11492,6 +11492,40 @@ KERNELS[aten._thnn_fused_gru_cell_backward.default] = KernelInfo(
 )
 
 
+KERNELS[aten._cudnn_rnn.default] = KernelInfo(
+    name="_cudnn_rnn",
+    kind="functional",
+    jvp=jvp._cudnn_rnn_default,
+    vjp_kernel="_cudnn_rnn_default",
+    arguments=(
+        "input",
+        "weight",
+        "weight_stride0",
+        "weight_buf",
+        "hx",
+        "cx",
+        "mode",
+        "hidden_size",
+        "proj_size",
+        "num_layers",
+        "batch_first",
+        "dropout",
+        "train",
+        "bidirectional",
+        "batch_sizes",
+        "dropout_state",
+    ),
+    outputs=("result0", "result1", "result2", "result3", "result4"),
+    differentiable_inputs=("input", "weight", "hx", "cx"),
+    differentiable_outputs=("result0", "result1", "result2"),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_cudnn_rnn.default",
+)
+
+
 KERNELS[aten.grid_sampler_2d.default] = KernelInfo(
     name="grid_sampler_2d",
     kind="functional",

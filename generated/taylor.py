@@ -1514,6 +1514,11 @@ TAYLOR[aten._thnn_fused_gru_cell.default] = ByFormula()
 # _thnn_fused_gru_cell_backward: result4: fused_gru_cell_backward_tangents(grad_hy_t, workspace_t, grad_hy_p, workspace_p, has_bias)[4]
 TAYLOR[aten._thnn_fused_gru_cell_backward.default] = ByFormula()
 
+# _cudnn_rnn: result0: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[0]
+# _cudnn_rnn: result1: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[1]
+# _cudnn_rnn: result2: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[2]
+TAYLOR[aten._cudnn_rnn.default] = ByFormula()
+
 # grid_sampler_2d: result: torch.ops.aten.grid_sampler_2d(input_t, grid_p, interpolation_mode, padding_mode, align_corners) + grid_sampler_grid_derivative("tangent", None, input_p, grid_p, grid_t, interpolation_mode, padding_mode, align_corners)
 TAYLOR[aten.grid_sampler_2d.default] = ByFormula()
 

@@ -35,6 +35,7 @@ from dualgen.formulas import (
     clamp_tensor_grads,
     convolution_backward_grads,
     ctc_loss_log_probs_grad,
+    cudnn_rnn_grads,
     det_grad,
     det_lu_grad,
     device_attention_backward_grads,
@@ -7573,6 +7574,59 @@ def _thnn_fused_gru_cell_backward_default(
         grads[0], grads[1], grads[2], grads[3], grads[4], grad_hy, workspace
     )
     return (grad_hy_grad, workspace_grad)
+
+
+def _cudnn_rnn_default(
+    grads,
+    input,
+    weight,
+    weight_stride0,
+    weight_buf,
+    hx,
+    cx,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    batch_sizes,
+    dropout_state,
+    result0,
+    result1,
+    result2,
+    result3,
+    result4,
+):
+    """aten::_cudnn_rnn(Tensor input, Tensor[] weight, int weight_stride0, Tensor? weight_buf, Tensor hx, Tensor? cx, int mode, SymInt hidden_size, SymInt proj_size, int num_layers, bool batch_first, float dropout, bool train, bool bidirectional, SymInt[] batch_sizes, Tensor? dropout_state) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _cudnn_rnn
+    # input, weight, hx, cx: cudnn_rnn_grads(grads[0], grads[1], grads[2], input, weight, weight_stride0, result4, hx, cx, result0, mode, hidden_size, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state, result3)
+    input_grad, weight_grad, hx_grad, cx_grad = cudnn_rnn_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        input,
+        weight,
+        weight_stride0,
+        result4,
+        hx,
+        cx,
+        result0,
+        mode,
+        hidden_size,
+        proj_size,
+        num_layers,
+        batch_first,
+        dropout,
+        train,
+        bidirectional,
+        batch_sizes,
+        dropout_state,
+        result3,
+    )
+    return (input_grad, weight_grad, hx_grad, cx_grad)
 
 
 def grid_sampler_2d_default(

@@ -258,6 +258,24 @@ at::Tensor ctc_loss_log_probs_grad(
     const at::Tensor& log_alpha,
     int64_t blank,
     bool zero_infinity);
+TensorList cudnn_rnn_tangents(
+    const at::Tensor& input_t,
+    const TensorList& weight_t,
+    const at::Tensor& hx_t,
+    const at::Tensor& cx_t,
+    const at::Tensor& input,
+    const TensorList& weight,
+    int64_t weight_stride0,
+    const at::Tensor& hx,
+    const at::Tensor& cx,
+    int64_t mode,
+    int64_t proj_size,
+    int64_t num_layers,
+    bool batch_first,
+    double dropout,
+    bool train,
+    bool bidirectional,
+    at::IntArrayRef batch_sizes);
 bool det_lu_is_of_transpose(const at::Tensor& A);
 at::Tensor det_lu_tangent(
     const at::Tensor& A_t,

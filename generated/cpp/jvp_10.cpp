@@ -891,6 +891,127 @@ Results _scaled_dot_product_flash_attention_default(const Values& args, const Va
   return {dualgen::value(output_t), dualgen::value(logsumexp_t), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::_cudnn_rnn(Tensor input, Tensor[] weight, int weight_stride0, Tensor? weight_buf, Tensor hx, Tensor? cx, int mode, SymInt hidden_size, SymInt proj_size, int num_layers, bool batch_first, float dropout, bool train, bool bidirectional, SymInt[] batch_sizes, Tensor? dropout_state) -> (Tensor, Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _cudnn_rnn
+Results _cudnn_rnn_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const TensorList weight_p = unpack<TensorList>(args[1]);
+  const int64_t weight_stride0 = unpack<int64_t>(args[2]);
+  const at::Tensor weight_buf_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor hx_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor cx_p = unpack<at::Tensor>(args[5]);
+  const int64_t mode = unpack<int64_t>(args[6]);
+  const int64_t hidden_size = unpack<int64_t>(args[7]);
+  const int64_t proj_size = unpack<int64_t>(args[8]);
+  const int64_t num_layers = unpack<int64_t>(args[9]);
+  const bool batch_first = unpack<bool>(args[10]);
+  const double dropout = unpack<double>(args[11]);
+  const bool train = unpack<bool>(args[12]);
+  const bool bidirectional = unpack<bool>(args[13]);
+  const std::vector<int64_t> batch_sizes = unpack<std::vector<int64_t>>(args[14]);
+  const at::Tensor dropout_state_p = unpack<at::Tensor>(args[15]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  TensorList weight_t = unpack<TensorList>(tangents[1]);
+  at::Tensor hx_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor cx_t = unpack<at::Tensor>(tangents[3]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  const at::Tensor result4 = unpack<at::Tensor>(outputs[4]);
+  // result0: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[0]
+  // result1: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[1]
+  // result2: cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes)[2]
+  at::Tensor result0_t;
+  at::Tensor result1_t;
+  at::Tensor result2_t;
+  if (present(input_t) && present(weight_t) && present(hx_t) && present(cx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(weight_t) && present(hx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, weight_t, hx_t, !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(weight_t) && present(cx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, weight_t, at::zeros_like(hx_p), cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(hx_t) && present(cx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, fill_absent(weight_t, weight_p), hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(weight_t) && present(hx_t) && present(cx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), weight_t, hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(weight_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, weight_t, at::zeros_like(hx_p), !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(hx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, fill_absent(weight_t, weight_p), hx_t, !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t) && present(cx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, fill_absent(weight_t, weight_p), at::zeros_like(hx_p), cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(weight_t) && present(hx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), weight_t, hx_t, !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(weight_t) && present(cx_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), weight_t, at::zeros_like(hx_p), cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(hx_t) && present(cx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), fill_absent(weight_t, weight_p), hx_t, cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(input_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(input_t, fill_absent(weight_t, weight_p), at::zeros_like(hx_p), !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(weight_t)) {
+    weight_t = fill_absent(weight_t, weight_p);
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), weight_t, at::zeros_like(hx_p), !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(hx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), fill_absent(weight_t, weight_p), hx_t, !present(cx_p) ? at::Tensor() : at::zeros_like(cx_p), input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  } else if (present(cx_t)) {
+    const TensorList shared_tangents = cudnn_rnn_tangents(at::zeros_like(input_p), fill_absent(weight_t, weight_p), at::zeros_like(hx_p), cx_t, input_p, weight_p, weight_stride0, hx_p, cx_p, mode, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes);
+    result0_t = shared_tangents[0];
+    result1_t = shared_tangents[1];
+    result2_t = shared_tangents[2];
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None), dualgen::value(None)};
+}
+
 void register_shard_10(Registry& registry) {
   registry.add("aten::sin.default", &sin_default);
   registry.add("aten::sin_.default", &sin__default);
@@ -941,6 +1062,7 @@ void register_shard_10(Registry& registry) {
   registry.add("aten::normal.Tensor_Tensor", &normal_Tensor_Tensor);
   registry.add("aten::poisson.default", &poisson_default);
   registry.add("aten::_scaled_dot_product_flash_attention.default", &_scaled_dot_product_flash_attention_default);
+  registry.add("aten::_cudnn_rnn.default", &_cudnn_rnn_default);
 }
 
 }  // namespace dualgen::jvp

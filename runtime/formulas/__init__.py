@@ -27,6 +27,8 @@ them). This package re-exports them all:
   nn.TransformerEncoderLayer (_native_multi_head_attention,
   _transformer_encoder_layer_fwd)
 - `recurrent`: fused recurrent layers (mkldnn_rnn_layer)
+- `cudnn_rnn`: cuDNN's whole recurrent stack (_cudnn_rnn: nn.RNN, nn.LSTM and
+  nn.GRU on CUDA)
 - `fused_nn`: other fused nn kernels (grid sampling, embedding bags, CTC, cdist,
   grouped matmul)
 - `quantization`: learnable fake quantization (quantization-aware training)
@@ -40,6 +42,7 @@ from dualgen.generated.helpers import *
 from . import (
     attention,
     backward_ops,
+    cudnn_rnn,
     elementwise,
     fft,
     fused_nn,
@@ -54,6 +57,7 @@ from . import (
 )
 from .attention import *
 from .backward_ops import *
+from .cudnn_rnn import *
 from .elementwise import *
 from .fft import *
 from .fused_nn import *
@@ -79,6 +83,7 @@ __all__ = (
     + attention.__all__
     + transformer.__all__
     + recurrent.__all__
+    + cudnn_rnn.__all__
     + fused_nn.__all__
     + quantization.__all__
 )

@@ -1,11 +1,13 @@
-"""Reference CPU kernels of the CUDA RNN cells, for the tests only:
+"""Reference CPU kernels of the CUDA recurrent kernels, for the tests only:
 `_thnn_fused_lstm_cell` and `_thnn_fused_gru_cell` (outputs and workspace as the
-CUDA kernels lay them out) with their backward kernels.
+CUDA kernels lay them out) with their backward kernels, and cuDNN's whole stack
+`_cudnn_rnn` with its backward `_cudnn_rnn_backward`.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import _VF
 
 from .common import check_real_floating
 
@@ -116,7 +118,195 @@ def fused_gru_cell_backward(grad_hy, workspace, has_bias):
     return grad_input, grad_hidden, grad_hy * z, grad_input.sum(0), grad_hidden.sum(0)
 
 
+# cudnnRNNMode_t, and the CPU ops that run the same stack from the same weight
+# list (torch's own path off CUDA).
+_CUDNN_MODES = {0: _VF.rnn_relu, 1: _VF.rnn_tanh, 2: _VF.lstm, 3: _VF.gru}
+
+
+def _cudnn_stack(
+    input,
+    weight,
+    weight_stride0,
+    hx,
+    cx,
+    mode,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    batch_sizes,
+):
+    """(output, hy, cy) of the layers cuDNN runs, by the CPU ops (cy empty without
+    cx, as cuDNN returns it)."""
+    if mode not in _CUDNN_MODES:
+        raise RuntimeError(f"_cudnn_rnn: unknown mode {mode}")
+    if (mode == 2) != (cx is not None):
+        raise RuntimeError("_cudnn_rnn: cx is given for the LSTM (mode 2) only")
+    check_real_floating("_cudnn_rnn", input)
+    has_biases = weight_stride0 in (4, 5)
+    state = (hx, cx) if mode == 2 else hx
+    fn = _CUDNN_MODES[mode]
+    if len(batch_sizes) > 0:
+        sizes = torch.tensor(list(batch_sizes), dtype=torch.int64)
+        result = fn(
+            input,
+            sizes,
+            state,
+            list(weight),
+            has_biases,
+            num_layers,
+            dropout,
+            train,
+            bidirectional,
+        )
+    else:
+        result = fn(
+            input,
+            state,
+            list(weight),
+            has_biases,
+            num_layers,
+            dropout,
+            train,
+            bidirectional,
+            batch_first,
+        )
+    if mode == 2:
+        return result
+    return (*result, hx.new_zeros([0]))
+
+
+def cudnn_rnn(
+    input,
+    weight,
+    weight_stride0,
+    weight_buf,
+    hx,
+    cx,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    batch_sizes,
+    dropout_state,
+):
+    """(output, hy, cy, reserve, weight_buf): cuDNN's stack. cuDNN reads the
+    weights from `weight_buf` when given (their common storage); this reads the
+    list. The reserve is empty (the backward below recomputes what cuDNN keeps
+    there) and weight_buf, when not given, the weights flattened (cuDNN's own
+    packing is opaque; nothing reads it but the backward, which reads the list)."""
+    output, hy, cy = _cudnn_stack(
+        input,
+        weight,
+        weight_stride0,
+        hx,
+        cx,
+        mode,
+        num_layers,
+        batch_first,
+        dropout,
+        train,
+        bidirectional,
+        batch_sizes,
+    )
+    if weight_buf is None:
+        weight_buf = torch.cat([w.reshape(-1) for w in weight])
+    return output, hy, cy, input.new_zeros([0], dtype=torch.uint8), weight_buf
+
+
+def _without_autograd_keys():
+    """This thread's excluded dispatch keys less autograd's (which a kernel runs
+    below)."""
+    keys = torch._C._dispatch_tls_local_exclude_set()
+    for name in (
+        "ADInplaceOrView",
+        "AutogradCPU",
+        "AutogradOther",
+        "AutogradFunctionality",
+    ):
+        keys = keys.remove(getattr(torch._C.DispatchKey, name))
+    return keys
+
+
+def cudnn_rnn_backward(
+    input,
+    weight,
+    weight_stride0,
+    weight_buf,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    batch_sizes,
+    dropout_state,
+    reserve,
+    output_mask,
+):
+    """(grad_input, grad_hx, grad_cx, grad_weight): the stack's gradients by
+    autograd through the CPU ops (absent output gradients are zeros; training
+    mode only, as cuDNN's)."""
+    if not train:
+        raise RuntimeError("cudnn RNN backward can only be called in training mode")
+    if dropout > 0 and num_layers > 1:
+        raise RuntimeError(
+            "_cudnn_rnn_backward: the reference cannot replay cuDNN's dropout mask"
+        )
+    leaves = [t.detach().requires_grad_() for t in (input, hx, *weight)]
+    cell = None if cx is None else cx.detach().requires_grad_()
+    # A kernel runs below autograd (its keys excluded): let them back in for this.
+    with (
+        torch.enable_grad(),
+        torch._C._ForceDispatchKeyGuard(
+            torch._C._dispatch_tls_local_include_set(), _without_autograd_keys()
+        ),
+    ):
+        outputs = _cudnn_stack(
+            leaves[0],
+            leaves[2:],
+            weight_stride0,
+            leaves[1],
+            cell,
+            mode,
+            num_layers,
+            batch_first,
+            0.0,
+            False,
+            bidirectional,
+            batch_sizes,
+        )
+        given = (grad_output, grad_hy, grad_cy)
+        pairs = [(o, g) for o, g in zip(outputs, given) if g is not None and o.numel()]
+        wrt = leaves + ([] if cell is None else [cell])
+        grads = (
+            torch.autograd.grad(
+                [o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True
+            )
+            if pairs
+            else [None] * len(wrt)
+        )
+    grads = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, wrt)]
+    grad_cx = grads[-1] if cell is not None else None
+    return grads[0], grads[1], grad_cx, grads[2 : 2 + len(weight)]
+
+
 KERNELS = {
+    "_cudnn_rnn": cudnn_rnn,
+    "_cudnn_rnn_backward": cudnn_rnn_backward,
     "_thnn_fused_lstm_cell": fused_lstm_cell,
     "_thnn_fused_gru_cell": fused_gru_cell,
     "_thnn_fused_lstm_cell_backward_impl": fused_lstm_cell_backward_impl,
