@@ -8,7 +8,9 @@
 Each sample is keyword arguments, parsed as a Python call (never executed). Tensor
 arguments take a domain, alone (shapes chosen by `dualgen validate`: 2-d, 0-d and
 empty) or called with a shape (`positive(3, 4)`, `any()` for 0-d); a Tensor[]
-argument takes a list of them (a Tensor?[] may hold None). Other arguments take
+argument takes a list of them (a Tensor?[] may hold None). A Tensor argument may be
+None: the undefined tensor that C++ callers may pass even where the schema says
+`Tensor` (autograd calls the dense flash backward so). Other arguments take
 literals of their type (ints, numbers with `inf` and `nan`, bools, None, lists of
 ints, numbers (float[], Scalar[]) or bools; dtype names for ScalarType; an
 argument named like a Python keyword takes a trailing underscore: `from_=2`).
@@ -234,7 +236,9 @@ def _value(node: ast.expr, argument: Argument):
     kind = argument.kind
     what = f"sample value for '{argument.name}' ({argument.type})"
     if kind in (TypeKind.TENSOR, TypeKind.OPTIONAL_TENSOR):
-        if kind is TypeKind.OPTIONAL_TENSOR and _is_none(node):
+        # None for a plain Tensor: the undefined tensor C++ callers may pass there
+        # (autograd gives the dense flash backward an undefined cum_seq_q).
+        if _is_none(node):
             return None
         return _tensor(node, what)
     if kind in (TypeKind.TENSOR_LIST, TypeKind.OPTIONAL_TENSOR_LIST):
