@@ -52,6 +52,8 @@ __all__ = [
     "device_attention_tangent",
     "dist_tangent",
     "dropout_scale",
+    "efficient_backward_bias_tangent",
+    "efficient_backward_tangent",
     "efficient_forward_tangents",
     "eig_tangents",
     "eigh_tangents",
@@ -64,6 +66,7 @@ __all__ = [
     "finite_parts",
     "flash_attention_backward_tangent",
     "flash_attention_tangent",
+    "flash_backward_tangent",
     "flash_forward_tangents",
     "fused_gru_cell_backward_grads",
     "fused_gru_cell_backward_tangents",
@@ -1245,6 +1248,356 @@ def device_attention_backward_bias_tangent(
     )
     ds_t = p * s_t * r + p * r_t
     return ds_t.sum_to_size(result.shape).to(result.dtype)
+
+
+def packed_sequence(t, start, length):
+    """One sequence of a packed (total, H, E) tensor as a batch of one in (1, H, L, E)
+    layout; None stays None.
+
+    C++:
+    packed_sequence(Tensor t, int start, int length) -> Tensor
+    """
+    if t is None:
+        return None
+    return t.narrow(0, start, length).unsqueeze(0).transpose(1, 2)
+
+
+def aligned_attention_backward_tangent(
+    index,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    rows_t,
+    bias_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    rows,
+    bias,
+    is_causal,
+    bottom_right,
+    window_left,
+    window_right,
+    scale,
+):
+    """The tangent of grad_query (index 0), grad_key (1) or grad_value (2) of one batch
+    of attention's backward kernel in (B, H, L, E) layout, out and the (B, H, L)
+    rows as given, under an additive bias (tangent bias_t; None for none) and
+    the flash kernels' masks without ALiBi (`aligned_attention_bias`; causal
+    from the top-left corner unless bottom_right):
+    `flash_attention_backward_tangent` with the mask as a bias where needed. No
+    key: zero tangents.
+
+    C++:
+    aligned_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor rows_t, Tensor bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor rows, Tensor bias, bool is_causal, bool bottom_right, int? window_left, int? window_right, float? scale) -> Tensor
+    """
+    if key.size(2) == 0:
+        return torch.zeros_like(query if index == 0 else (key if index == 1 else value))
+    aligned = aligned_attention_bias(
+        query.size(2),
+        key.size(2),
+        is_causal and bottom_right,
+        window_left,
+        window_right,
+        None,
+        attention_acc(query),
+    )
+    causal = is_causal and (aligned is None or not bottom_right)
+    total = bias
+    if aligned is not None:
+        total = aligned if bias is None else aligned + attention_acc(bias)
+    return flash_attention_backward_tangent(
+        index,
+        grad_out_t,
+        query_t,
+        key_t,
+        value_t,
+        out_t,
+        rows_t,
+        bias_t,
+        grad_out,
+        query,
+        key,
+        value,
+        out,
+        finite_rows(rows),
+        total,
+        0.0,
+        causal,
+        scale,
+    )
+
+
+def flash_backward_tangent(
+    index,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    dropout_p,
+    is_causal,
+    scale,
+    window_size_left,
+    window_size_right,
+):
+    """The tangent of grad_query (index 0), grad_key (1) or grad_value (2) of
+    `_flash_attention_backward`: (B, L, H, E) tensors with logsumexp (B, H, L),
+    or packed sequences (total, H, E) with cum_seq_q / cum_seq_k offsets and
+    logsumexp (H, total), each sequence on its own; causal masks and sliding
+    windows aligned to the bottom-right corner
+    (`aligned_attention_backward_tangent`). Rows outside every sequence get zero
+    tangents. Refuses dropout_p != 0.
+
+    C++:
+    flash_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, float dropout_p, bool is_causal, float? scale, int? window_size_left, int? window_size_right) -> Tensor
+    """
+    refuse_dropout(dropout_p, "_flash_attention_backward")
+    if cum_seq_q is None:
+        t = aligned_attention_backward_tangent(
+            index,
+            grad_out_t.transpose(1, 2),
+            query_t.transpose(1, 2),
+            key_t.transpose(1, 2),
+            value_t.transpose(1, 2),
+            out_t.transpose(1, 2),
+            logsumexp_t,
+            None,
+            grad_out.transpose(1, 2),
+            query.transpose(1, 2),
+            key.transpose(1, 2),
+            value.transpose(1, 2),
+            out.transpose(1, 2),
+            logsumexp,
+            None,
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            scale,
+        )
+        return t.transpose(1, 2)
+    q_offsets = int_list(cum_seq_q)
+    k_offsets = int_list(cum_seq_k)
+    like = query if index == 0 else (key if index == 1 else value)
+    offsets = q_offsets if index == 0 else k_offsets
+    result = torch.zeros_like(like).narrow(0, 0, offsets[0])
+    for b in dim_range(0, cum_seq_q.size(0) - 1):
+        q0 = q_offsets[b]
+        queries = q_offsets[b + 1] - q0
+        k0 = k_offsets[b]
+        keys = k_offsets[b + 1] - k0
+        t = aligned_attention_backward_tangent(
+            index,
+            packed_sequence(grad_out_t, q0, queries),
+            packed_sequence(query_t, q0, queries),
+            packed_sequence(key_t, k0, keys),
+            packed_sequence(value_t, k0, keys),
+            packed_sequence(out_t, q0, queries),
+            logsumexp_t.narrow(1, q0, queries).unsqueeze(0),
+            None,
+            packed_sequence(grad_out, q0, queries),
+            packed_sequence(query, q0, queries),
+            packed_sequence(key, k0, keys),
+            packed_sequence(value, k0, keys),
+            packed_sequence(out, q0, queries),
+            logsumexp.narrow(1, q0, queries).unsqueeze(0),
+            None,
+            is_causal,
+            True,
+            window_size_left,
+            window_size_right,
+            scale,
+        )
+        result = torch.cat([result, t.transpose(1, 2).squeeze(0)], 0)
+    tail = like.size(0) - result.size(0)
+    return torch.cat([result, torch.zeros_like(like).narrow(0, 0, tail)], 0)
+
+
+def efficient_backward_tangent(
+    index,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    out_t,
+    logsumexp_t,
+    grad_out,
+    query,
+    key,
+    value,
+    bias,
+    out,
+    logsumexp,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    dropout_p,
+    custom_mask_type,
+    scale,
+    window_size,
+):
+    """The tangent of grad_query (index 0), grad_key (1) or grad_value (2) of
+    `_efficient_attention_backward`: (B, M, H, K) tensors, an additive bias (B,
+    H, M, N) with its tangent (None for none), logsumexp (B, H, M padded to a
+    multiple of 32); or packed sequences (B = 1, cu_seqlens_q / cu_seqlens_k
+    offsets, one row of logsumexp per sequence). custom_mask_type 0 is no mask,
+    1 causal from the top-left corner, 2 from the bottom-right. Rows outside
+    every sequence get zero tangents. Refuses dropout_p != 0, window_size and a
+    bias with packed sequences.
+
+    C++:
+    efficient_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor out, Tensor logsumexp, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float dropout_p, int custom_mask_type, float? scale, int? window_size) -> Tensor
+    """
+    refuse_dropout(dropout_p, "_efficient_attention_backward")
+    if window_size is not None:
+        return no_derivative(
+            "_efficient_attention_backward", "window_size", "a local attention window"
+        )
+    is_causal = custom_mask_type != 0
+    bottom_right = custom_mask_type == 2
+    if cu_seqlens_q is None:
+        queries = query.size(1)
+        t = aligned_attention_backward_tangent(
+            index,
+            grad_out_t.transpose(1, 2),
+            query_t.transpose(1, 2),
+            key_t.transpose(1, 2),
+            value_t.transpose(1, 2),
+            out_t.transpose(1, 2),
+            attention_rows(logsumexp_t, queries),
+            bias_t,
+            grad_out.transpose(1, 2),
+            query.transpose(1, 2),
+            key.transpose(1, 2),
+            value.transpose(1, 2),
+            out.transpose(1, 2),
+            attention_rows(logsumexp, queries),
+            bias,
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            scale,
+        )
+        return t.transpose(1, 2)
+    if bias is not None:
+        return no_derivative(
+            "_efficient_attention_backward", "bias", "a bias with packed sequences"
+        )
+    q_offsets = int_list(cu_seqlens_q)
+    k_offsets = int_list(cu_seqlens_k)
+    like = query if index == 0 else (key if index == 1 else value)
+    offsets = q_offsets if index == 0 else k_offsets
+    result = torch.zeros_like(like).narrow(1, 0, offsets[0])
+    for b in dim_range(0, cu_seqlens_q.size(0) - 1):
+        q0 = q_offsets[b]
+        queries = q_offsets[b + 1] - q0
+        k0 = k_offsets[b]
+        keys = k_offsets[b + 1] - k0
+        t = aligned_attention_backward_tangent(
+            index,
+            grad_out_t.narrow(1, q0, queries).transpose(1, 2),
+            query_t.narrow(1, q0, queries).transpose(1, 2),
+            key_t.narrow(1, k0, keys).transpose(1, 2),
+            value_t.narrow(1, k0, keys).transpose(1, 2),
+            out_t.narrow(1, q0, queries).transpose(1, 2),
+            attention_rows(logsumexp_t.narrow(0, b, 1), queries),
+            None,
+            grad_out.narrow(1, q0, queries).transpose(1, 2),
+            query.narrow(1, q0, queries).transpose(1, 2),
+            key.narrow(1, k0, keys).transpose(1, 2),
+            value.narrow(1, k0, keys).transpose(1, 2),
+            out.narrow(1, q0, queries).transpose(1, 2),
+            attention_rows(logsumexp.narrow(0, b, 1), queries),
+            None,
+            is_causal,
+            bottom_right,
+            None,
+            None,
+            scale,
+        )
+        result = torch.cat([result, t.transpose(1, 2)], 1)
+    tail = like.size(1) - result.size(1)
+    return torch.cat([result, torch.zeros_like(like).narrow(1, 0, tail)], 1)
+
+
+def efficient_backward_bias_tangent(
+    result,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    out_t,
+    logsumexp_t,
+    grad_out,
+    query,
+    key,
+    value,
+    bias,
+    out,
+    logsumexp,
+    custom_mask_type,
+    scale,
+):
+    """The tangent of `_efficient_attention_backward`'s bias gradient (`result`; None
+    where the kernel computed none): `device_attention_backward_bias_tangent` in
+    (B, H, M, K) layout with the custom_mask_type mask made a bias where the
+    top-left triangle cannot say it. Dense, as the gradient itself is.
+
+    C++:
+    efficient_backward_bias_tangent(Tensor result, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor out, Tensor logsumexp, int custom_mask_type, float? scale) -> Tensor
+    """
+    if result is None:
+        return None
+    is_causal = custom_mask_type != 0
+    queries = query.size(1)
+    aligned = aligned_attention_bias(
+        queries,
+        key.size(1),
+        is_causal and custom_mask_type == 2,
+        None,
+        None,
+        None,
+        attention_acc(query),
+    )
+    causal = is_causal and (aligned is None or custom_mask_type != 2)
+    total = bias
+    if aligned is not None:
+        total = aligned + attention_acc(bias)
+    return device_attention_backward_bias_tangent(
+        result,
+        grad_out_t.transpose(1, 2),
+        query_t.transpose(1, 2),
+        key_t.transpose(1, 2),
+        value_t.transpose(1, 2),
+        out_t.transpose(1, 2),
+        logsumexp_t,
+        bias_t,
+        grad_out.transpose(1, 2),
+        query.transpose(1, 2),
+        key.transpose(1, 2),
+        value.transpose(1, 2),
+        out.transpose(1, 2),
+        logsumexp,
+        total,
+        causal,
+        scale,
+    )
 
 
 def elu_second_derivative(self_or_result, alpha, scale, input_scale, is_result):

@@ -46,6 +46,8 @@ from dualgen.formulas import (
     device_attention_tangent,
     dist_tangent,
     dropout_scale,
+    efficient_backward_bias_tangent,
+    efficient_backward_tangent,
     efficient_forward_tangents,
     eig_tangents,
     eigh_tangents,
@@ -58,6 +60,7 @@ from dualgen.formulas import (
     finite_parts,
     flash_attention_backward_tangent,
     flash_attention_tangent,
+    flash_backward_tangent,
     flash_forward_tangents,
     foreach_norm_tangents,
     fused_gru_cell_backward_tangents,
@@ -13732,6 +13735,686 @@ def _efficient_attention_forward_default(
         output_t = None
         logsumexp_t = None
     return output_t, logsumexp_t, None, None, None, None
+
+
+def _flash_attention_backward_default(
+    grad_out_p,
+    query_p,
+    key_p,
+    value_p,
+    out_p,
+    logsumexp_p,
+    cum_seq_q_p,
+    cum_seq_k_p,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    rng_state_p,
+    unused_p,
+    scale,
+    window_size_left,
+    window_size_right,
+    grad_out_t,
+    query_t,
+    key_t,
+    value_t,
+    out_t,
+    logsumexp_t,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor rng_state, Tensor unused, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _flash_attention_backward
+    # result0: flash_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result0_t = flash_backward_tangent(
+            0,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+        )
+    else:
+        result0_t = None
+    # result1: flash_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result1_t = flash_backward_tangent(
+            1,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+        )
+    else:
+        result1_t = None
+    # result2: flash_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+    if (
+        grad_out_t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out_t = (
+            torch.zeros_like(grad_out_p)
+            if grad_out_t is None and grad_out_p is not None
+            else grad_out_t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result2_t = flash_backward_tangent(
+            2,
+            grad_out_t,
+            query_t,
+            key_t,
+            value_t,
+            out_t,
+            logsumexp_t,
+            grad_out_p,
+            query_p,
+            key_p,
+            value_p,
+            out_p,
+            logsumexp_p,
+            cum_seq_q_p,
+            cum_seq_k_p,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+        )
+    else:
+        result2_t = None
+    return result0_t, result1_t, result2_t
+
+
+def _efficient_attention_backward_default(
+    grad_out__p,
+    query_p,
+    key_p,
+    value_p,
+    bias_p,
+    out_p,
+    cu_seqlens_q_p,
+    cu_seqlens_k_p,
+    max_seqlen_q,
+    max_seqlen_k,
+    logsumexp_p,
+    dropout_p,
+    philox_seed_p,
+    philox_offset_p,
+    custom_mask_type,
+    bias_requires_grad,
+    scale,
+    num_splits_key,
+    window_size,
+    shared_storage_dqdkdv,
+    grad_out__t,
+    query_t,
+    key_t,
+    value_t,
+    bias_t,
+    out_t,
+    logsumexp_t,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor out, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, Tensor logsumexp, float dropout_p, Tensor philox_seed, Tensor philox_offset, int custom_mask_type, bool bias_requires_grad, *, float? scale=None, int? num_splits_key=None, int? window_size=None, bool shared_storage_dqdkdv=False) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _efficient_attention_backward
+    # result0: efficient_backward_tangent(0, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+    if bias_t is not None:
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result0_t = efficient_backward_tangent(
+            0,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            bias_t,
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    elif bias_t is None and (
+        grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result0_t = efficient_backward_tangent(
+            0,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    else:
+        result0_t = None
+    # result1: efficient_backward_tangent(1, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+    if bias_t is not None:
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result1_t = efficient_backward_tangent(
+            1,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            bias_t,
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    elif bias_t is None and (
+        grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result1_t = efficient_backward_tangent(
+            1,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    else:
+        result1_t = None
+    # result2: efficient_backward_tangent(2, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+    if bias_t is not None:
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result2_t = efficient_backward_tangent(
+            2,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            bias_t,
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    elif bias_t is None and (
+        grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result2_t = efficient_backward_tangent(
+            2,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            cu_seqlens_q_p,
+            cu_seqlens_k_p,
+            dropout_p,
+            custom_mask_type,
+            scale,
+            window_size,
+        )
+    else:
+        result2_t = None
+    # result3: efficient_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, custom_mask_type, scale)
+    if bias_t is not None:
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result3_t = efficient_backward_bias_tangent(
+            result3,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            bias_t,
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            custom_mask_type,
+            scale,
+        )
+    elif bias_t is None and (
+        grad_out__t is not None
+        or key_t is not None
+        or logsumexp_t is not None
+        or out_t is not None
+        or query_t is not None
+        or value_t is not None
+    ):
+        grad_out__t = (
+            torch.zeros_like(grad_out__p)
+            if grad_out__t is None and grad_out__p is not None
+            else grad_out__t
+        )
+        query_t = (
+            torch.zeros_like(query_p)
+            if query_t is None and query_p is not None
+            else query_t
+        )
+        key_t = (
+            torch.zeros_like(key_p) if key_t is None and key_p is not None else key_t
+        )
+        value_t = (
+            torch.zeros_like(value_p)
+            if value_t is None and value_p is not None
+            else value_t
+        )
+        out_t = (
+            torch.zeros_like(out_p) if out_t is None and out_p is not None else out_t
+        )
+        logsumexp_t = (
+            torch.zeros_like(logsumexp_p)
+            if logsumexp_t is None and logsumexp_p is not None
+            else logsumexp_t
+        )
+        result3_t = efficient_backward_bias_tangent(
+            result3,
+            grad_out__t,
+            query_t,
+            key_t,
+            value_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            out_t,
+            logsumexp_t,
+            grad_out__p,
+            query_p,
+            key_p,
+            value_p,
+            bias_p,
+            out_p,
+            logsumexp_p,
+            custom_mask_type,
+            scale,
+        )
+    else:
+        result3_t = None
+    return result0_t, result1_t, result2_t, result3_t
 
 
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(

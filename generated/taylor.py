@@ -1467,6 +1467,17 @@ TAYLOR[aten._flash_attention_forward.default] = ByFormula()
 # _efficient_attention_forward: logsumexp: efficient_forward_tangents(query_t, key_t, value_t, bias_t, query_p, key_p, value_p, bias_p, output, logsumexp, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, seqlen_k_p, window_size)[1]
 TAYLOR[aten._efficient_attention_forward.default] = ByFormula()
 
+# _flash_attention_backward: result0: flash_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+# _flash_attention_backward: result1: flash_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+# _flash_attention_backward: result2: flash_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+TAYLOR[aten._flash_attention_backward.default] = ByFormula()
+
+# _efficient_attention_backward: result0: efficient_backward_tangent(0, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+# _efficient_attention_backward: result1: efficient_backward_tangent(1, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+# _efficient_attention_backward: result2: efficient_backward_tangent(2, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+# _efficient_attention_backward: result3: efficient_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, custom_mask_type, scale)
+TAYLOR[aten._efficient_attention_backward.default] = ByFormula()
+
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_query: flash_attention_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_key: flash_attention_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)
 # _scaled_dot_product_flash_attention_for_cpu_backward: grad_value: flash_attention_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, attn_mask_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, attn_mask_p, dropout_p, is_causal, scale)

@@ -43,6 +43,7 @@ from dualgen.formulas import (
     device_attention_grads,
     dist_grad,
     dropout_scale,
+    efficient_backward_grads,
     efficient_forward_grads,
     eig_grad,
     eigh_grad,
@@ -60,6 +61,7 @@ from dualgen.formulas import (
     finite_parts,
     flash_attention_backward_grads,
     flash_attention_grads,
+    flash_backward_grads,
     flash_forward_grads,
     foreach_norm_grads,
     fused_gru_cell_backward_grads,
@@ -7158,6 +7160,123 @@ def _efficient_attention_forward_default(
         window_size,
     )
     return (query_grad, key_grad, value_grad, bias_grad)
+
+
+def _flash_attention_backward_default(
+    grads,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    rng_state,
+    unused,
+    scale,
+    window_size_left,
+    window_size_right,
+    result0,
+    result1,
+    result2,
+):
+    """aten::_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor rng_state, Tensor unused, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None) -> (Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _flash_attention_backward
+    # grad_out, query, key, value, out, logsumexp: flash_backward_grads(grads[0], grads[1], grads[2], grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, dropout_p, is_causal, scale, window_size_left, window_size_right)
+    grad_out_grad, query_grad, key_grad, value_grad, out_grad, logsumexp_grad = (
+        flash_backward_grads(
+            grads[0],
+            grads[1],
+            grads[2],
+            grad_out,
+            query,
+            key,
+            value,
+            out,
+            logsumexp,
+            cum_seq_q,
+            cum_seq_k,
+            dropout_p,
+            is_causal,
+            scale,
+            window_size_left,
+            window_size_right,
+        )
+    )
+    return (grad_out_grad, query_grad, key_grad, value_grad, out_grad, logsumexp_grad)
+
+
+def _efficient_attention_backward_default(
+    grads,
+    grad_out_,
+    query,
+    key,
+    value,
+    bias,
+    out,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    logsumexp,
+    dropout_p,
+    philox_seed,
+    philox_offset,
+    custom_mask_type,
+    bias_requires_grad,
+    scale,
+    num_splits_key,
+    window_size,
+    shared_storage_dqdkdv,
+    result0,
+    result1,
+    result2,
+    result3,
+):
+    """aten::_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor out, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, Tensor logsumexp, float dropout_p, Tensor philox_seed, Tensor philox_offset, int custom_mask_type, bool bias_requires_grad, *, float? scale=None, int? num_splits_key=None, int? window_size=None, bool shared_storage_dqdkdv=False) -> (Tensor, Tensor, Tensor, Tensor)"""
+    # functional, derivatives.yaml entry _efficient_attention_backward
+    # grad_out_, query, key, value, bias, out, logsumexp: efficient_backward_grads(grads[0], grads[1], grads[2], grads[3], grad_out_, query, key, value, bias, out, logsumexp, cu_seqlens_q, cu_seqlens_k, dropout_p, custom_mask_type, scale, window_size)
+    (
+        grad_out__grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        bias_grad,
+        out_grad,
+        logsumexp_grad,
+    ) = efficient_backward_grads(
+        grads[0],
+        grads[1],
+        grads[2],
+        grads[3],
+        grad_out_,
+        query,
+        key,
+        value,
+        bias,
+        out,
+        logsumexp,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        dropout_p,
+        custom_mask_type,
+        scale,
+        window_size,
+    )
+    return (
+        grad_out__grad,
+        query_grad,
+        key_grad,
+        value_grad,
+        bias_grad,
+        out_grad,
+        logsumexp_grad,
+    )
 
 
 def _scaled_dot_product_flash_attention_for_cpu_backward_default(

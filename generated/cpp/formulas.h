@@ -16,6 +16,27 @@ at::Tensor additive_mask(
     std::optional<int64_t> mask_type,
     const at::Tensor& q,
     int64_t keys);
+at::Tensor aligned_attention_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& rows_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& rows,
+    const at::Tensor& bias,
+    bool is_causal,
+    bool bottom_right,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    std::optional<double> scale);
 at::Tensor aligned_attention_bias(
     int64_t queries,
     int64_t keys,
@@ -349,6 +370,46 @@ at::Tensor dist_tangent(
     const std::optional<c10::Scalar>& p,
     const at::Tensor& result);
 double dropout_scale(double p, std::optional<bool> train);
+at::Tensor efficient_backward_bias_tangent(
+    const at::Tensor& result,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    int64_t custom_mask_type,
+    std::optional<double> scale);
+at::Tensor efficient_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k,
+    double dropout_p,
+    int64_t custom_mask_type,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size);
 TensorList efficient_forward_tangents(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
@@ -493,6 +554,27 @@ TensorList flash_attention_tangent(
     double dropout_p,
     bool is_causal,
     std::optional<double> scale);
+at::Tensor flash_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cum_seq_q,
+    const at::Tensor& cum_seq_k,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size_left,
+    std::optional<int64_t> window_size_right);
 TensorList flash_forward_tangents(
     const at::Tensor& query_t,
     const at::Tensor& key_t,
@@ -867,6 +949,7 @@ at::Tensor normalized_tangent(
     at::IntArrayRef dims);
 at::Tensor offdiag(const at::Tensor& x);
 at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like);
+at::Tensor packed_sequence(const at::Tensor& t, int64_t start, int64_t length);
 TensorList per_channel_qparams(
     const at::Tensor& self,
     const at::Tensor& scale,

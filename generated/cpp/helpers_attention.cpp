@@ -762,4 +762,180 @@ at::Tensor device_attention_backward_bias_tangent(
   return ds_t.sum_to_size(result.sizes()).to(result.scalar_type());
 }
 
+// packed_sequence(Tensor t, int start, int length) -> Tensor
+at::Tensor packed_sequence(const at::Tensor& t, int64_t start, int64_t length) {
+  if (!present(t)) {
+    return at::Tensor();
+  }
+  return t.narrow(0, start, length).unsqueeze(0).transpose(1, 2);
+}
+
+// aligned_attention_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor rows_t, Tensor bias_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor rows, Tensor bias, bool is_causal, bool bottom_right, int? window_left, int? window_right, float? scale) -> Tensor
+at::Tensor aligned_attention_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& rows_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& rows,
+    const at::Tensor& bias,
+    bool is_causal,
+    bool bottom_right,
+    std::optional<int64_t> window_left,
+    std::optional<int64_t> window_right,
+    std::optional<double> scale) {
+  if (key.size(2) == 0) {
+    return at::zeros_like(index == 0 ? query : (index == 1 ? key : value));
+  }
+  at::Tensor aligned = aligned_attention_bias(query.size(2), key.size(2), is_causal && bottom_right, window_left, window_right, None, attention_acc(query));
+  bool causal = is_causal && (!present(aligned) || !bottom_right);
+  at::Tensor total = bias;
+  if (present(aligned)) {
+    total = !present(bias) ? aligned : aligned + attention_acc(bias);
+  }
+  return flash_attention_backward_tangent(index, grad_out_t, query_t, key_t, value_t, out_t, rows_t, bias_t, grad_out, query, key, value, out, finite_rows(rows), total, 0.0, causal, scale);
+}
+
+// flash_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, float dropout_p, bool is_causal, float? scale, int? window_size_left, int? window_size_right) -> Tensor
+at::Tensor flash_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cum_seq_q,
+    const at::Tensor& cum_seq_k,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size_left,
+    std::optional<int64_t> window_size_right) {
+  refuse_dropout(dropout_p, "_flash_attention_backward");
+  at::Tensor t;
+  if (!present(cum_seq_q)) {
+    t = aligned_attention_backward_tangent(index, grad_out_t.transpose(1, 2), query_t.transpose(1, 2), key_t.transpose(1, 2), value_t.transpose(1, 2), out_t.transpose(1, 2), logsumexp_t, None, grad_out.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2), logsumexp, None, is_causal, true, window_size_left, window_size_right, scale);
+    return t.transpose(1, 2);
+  }
+  std::vector<int64_t> q_offsets = int_list(cum_seq_q);
+  std::vector<int64_t> k_offsets = int_list(cum_seq_k);
+  at::Tensor like = index == 0 ? query : (index == 1 ? key : value);
+  std::vector<int64_t> offsets = index == 0 ? q_offsets : k_offsets;
+  at::Tensor result = at::zeros_like(like).narrow(0, 0, at_index(offsets, 0));
+  for (int64_t b : dim_range(0, cum_seq_q.size(0) - 1)) {
+    int64_t q0 = at_index(q_offsets, b);
+    int64_t queries = at_index(q_offsets, b + 1) - q0;
+    int64_t k0 = at_index(k_offsets, b);
+    int64_t keys = at_index(k_offsets, b + 1) - k0;
+    t = aligned_attention_backward_tangent(index, packed_sequence(grad_out_t, q0, queries), packed_sequence(query_t, q0, queries), packed_sequence(key_t, k0, keys), packed_sequence(value_t, k0, keys), packed_sequence(out_t, q0, queries), logsumexp_t.narrow(1, q0, queries).unsqueeze(0), None, packed_sequence(grad_out, q0, queries), packed_sequence(query, q0, queries), packed_sequence(key, k0, keys), packed_sequence(value, k0, keys), packed_sequence(out, q0, queries), logsumexp.narrow(1, q0, queries).unsqueeze(0), None, is_causal, true, window_size_left, window_size_right, scale);
+    result = at::cat(TensorList{result, t.transpose(1, 2).squeeze(0)}, 0);
+  }
+  int64_t tail = like.size(0) - result.size(0);
+  return at::cat(TensorList{result, at::zeros_like(like).narrow(0, 0, tail)}, 0);
+}
+
+// efficient_backward_tangent(int index, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor out, Tensor logsumexp, Tensor cu_seqlens_q, Tensor cu_seqlens_k, float dropout_p, int custom_mask_type, float? scale, int? window_size) -> Tensor
+at::Tensor efficient_backward_tangent(
+    int64_t index,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    const at::Tensor& cu_seqlens_q,
+    const at::Tensor& cu_seqlens_k,
+    double dropout_p,
+    int64_t custom_mask_type,
+    std::optional<double> scale,
+    std::optional<int64_t> window_size) {
+  refuse_dropout(dropout_p, "_efficient_attention_backward");
+  if (present(window_size)) {
+    return no_derivative("_efficient_attention_backward", "window_size", "a local attention window");
+  }
+  bool is_causal = custom_mask_type != 0;
+  bool bottom_right = custom_mask_type == 2;
+  int64_t queries;
+  at::Tensor t;
+  if (!present(cu_seqlens_q)) {
+    queries = query.size(1);
+    t = aligned_attention_backward_tangent(index, grad_out_t.transpose(1, 2), query_t.transpose(1, 2), key_t.transpose(1, 2), value_t.transpose(1, 2), out_t.transpose(1, 2), attention_rows(logsumexp_t, queries), bias_t, grad_out.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2), attention_rows(logsumexp, queries), bias, is_causal, bottom_right, None, None, scale);
+    return t.transpose(1, 2);
+  }
+  if (present(bias)) {
+    return no_derivative("_efficient_attention_backward", "bias", "a bias with packed sequences");
+  }
+  std::vector<int64_t> q_offsets = int_list(cu_seqlens_q);
+  std::vector<int64_t> k_offsets = int_list(cu_seqlens_k);
+  at::Tensor like = index == 0 ? query : (index == 1 ? key : value);
+  std::vector<int64_t> offsets = index == 0 ? q_offsets : k_offsets;
+  at::Tensor result = at::zeros_like(like).narrow(1, 0, at_index(offsets, 0));
+  for (int64_t b : dim_range(0, cu_seqlens_q.size(0) - 1)) {
+    int64_t q0 = at_index(q_offsets, b);
+    queries = at_index(q_offsets, b + 1) - q0;
+    int64_t k0 = at_index(k_offsets, b);
+    int64_t keys = at_index(k_offsets, b + 1) - k0;
+    t = aligned_attention_backward_tangent(index, grad_out_t.narrow(1, q0, queries).transpose(1, 2), query_t.narrow(1, q0, queries).transpose(1, 2), key_t.narrow(1, k0, keys).transpose(1, 2), value_t.narrow(1, k0, keys).transpose(1, 2), out_t.narrow(1, q0, queries).transpose(1, 2), attention_rows(logsumexp_t.narrow(0, b, 1), queries), None, grad_out.narrow(1, q0, queries).transpose(1, 2), query.narrow(1, q0, queries).transpose(1, 2), key.narrow(1, k0, keys).transpose(1, 2), value.narrow(1, k0, keys).transpose(1, 2), out.narrow(1, q0, queries).transpose(1, 2), attention_rows(logsumexp.narrow(0, b, 1), queries), None, is_causal, bottom_right, None, None, scale);
+    result = at::cat(TensorList{result, t.transpose(1, 2)}, 1);
+  }
+  int64_t tail = like.size(1) - result.size(1);
+  return at::cat(TensorList{result, at::zeros_like(like).narrow(1, 0, tail)}, 1);
+}
+
+// efficient_backward_bias_tangent(Tensor result, Tensor grad_out_t, Tensor query_t, Tensor key_t, Tensor value_t, Tensor bias_t, Tensor out_t, Tensor logsumexp_t, Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor bias, Tensor out, Tensor logsumexp, int custom_mask_type, float? scale) -> Tensor
+at::Tensor efficient_backward_bias_tangent(
+    const at::Tensor& result,
+    const at::Tensor& grad_out_t,
+    const at::Tensor& query_t,
+    const at::Tensor& key_t,
+    const at::Tensor& value_t,
+    const at::Tensor& bias_t,
+    const at::Tensor& out_t,
+    const at::Tensor& logsumexp_t,
+    const at::Tensor& grad_out,
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const at::Tensor& bias,
+    const at::Tensor& out,
+    const at::Tensor& logsumexp,
+    int64_t custom_mask_type,
+    std::optional<double> scale) {
+  if (!present(result)) {
+    return at::Tensor();
+  }
+  bool is_causal = custom_mask_type != 0;
+  int64_t queries = query.size(1);
+  at::Tensor aligned = aligned_attention_bias(queries, key.size(1), is_causal && custom_mask_type == 2, None, None, None, attention_acc(query));
+  bool causal = is_causal && (!present(aligned) || custom_mask_type != 2);
+  at::Tensor total = bias;
+  if (present(aligned)) {
+    total = aligned + attention_acc(bias);
+  }
+  return device_attention_backward_bias_tangent(result, grad_out_t.transpose(1, 2), query_t.transpose(1, 2), key_t.transpose(1, 2), value_t.transpose(1, 2), out_t.transpose(1, 2), logsumexp_t, bias_t, grad_out.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2), logsumexp, total, causal, scale);
+}
+
 }  // namespace dualgen::formulas

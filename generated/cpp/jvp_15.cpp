@@ -882,6 +882,71 @@ Results _scaled_dot_product_cudnn_attention_backward_default(const Values& args,
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
+// aten::_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor rng_state, Tensor unused, *, float? scale=None, SymInt? window_size_left=None, SymInt? window_size_right=None) -> (Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _flash_attention_backward
+Results _flash_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor cum_seq_q_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor cum_seq_k_p = unpack<at::Tensor>(args[7]);
+  const int64_t max_q = unpack<int64_t>(args[8]);
+  const int64_t max_k = unpack<int64_t>(args[9]);
+  const double dropout_p = unpack<double>(args[10]);
+  const bool is_causal = unpack<bool>(args[11]);
+  const at::Tensor rng_state_p = unpack<at::Tensor>(args[12]);
+  const at::Tensor unused_p = unpack<at::Tensor>(args[13]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[14]);
+  const std::optional<int64_t> window_size_left = unpack<std::optional<int64_t>>(args[15]);
+  const std::optional<int64_t> window_size_right = unpack<std::optional<int64_t>>(args[16]);
+  at::Tensor grad_out_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[5]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  // result0: flash_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+  at::Tensor result0_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result0_t = flash_backward_tangent(0, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right);
+  }
+  // result1: flash_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+  at::Tensor result1_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result1_t = flash_backward_tangent(1, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right);
+  }
+  // result2: flash_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right)
+  at::Tensor result2_t;
+  if ((present(grad_out_t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out_t = present(grad_out_t) || !present(grad_out_p) ? grad_out_t : at::zeros_like(grad_out_p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result2_t = flash_backward_tangent(2, grad_out_t, query_t, key_t, value_t, out_t, logsumexp_t, grad_out_p, query_p, key_p, value_p, out_p, logsumexp_p, cum_seq_q_p, cum_seq_k_p, dropout_p, is_causal, scale, window_size_left, window_size_right);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
+}
+
 // aten::_native_multi_head_attention(Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, bool need_weights=True, bool average_attn_weights=True, int? mask_type=None) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry _native_multi_head_attention
 Results _native_multi_head_attention_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1070,6 +1135,7 @@ void register_shard_15(Registry& registry) {
   registry.add("aten::_unsafe_index_put.default", &_unsafe_index_put_default);
   registry.add("aten::_scaled_dot_product_cudnn_attention.default", &_scaled_dot_product_cudnn_attention_default);
   registry.add("aten::_scaled_dot_product_cudnn_attention_backward.default", &_scaled_dot_product_cudnn_attention_backward_default);
+  registry.add("aten::_flash_attention_backward.default", &_flash_attention_backward_default);
   registry.add("aten::_native_multi_head_attention.default", &_native_multi_head_attention_default);
   registry.add("aten::grid_sampler_3d.default", &grid_sampler_3d_default);
   registry.add("aten::_ctc_loss.Tensor", &_ctc_loss_Tensor);

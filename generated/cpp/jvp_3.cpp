@@ -872,6 +872,119 @@ Results _scaled_dot_product_flash_attention_backward_default(const Values& args,
   return {dualgen::value(grad_query_t), dualgen::value(grad_key_t), dualgen::value(grad_value_t)};
 }
 
+// aten::_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor? bias, Tensor out, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, Tensor logsumexp, float dropout_p, Tensor philox_seed, Tensor philox_offset, int custom_mask_type, bool bias_requires_grad, *, float? scale=None, int? num_splits_key=None, int? window_size=None, bool shared_storage_dqdkdv=False) -> (Tensor, Tensor, Tensor, Tensor)
+// functional, derivatives.yaml entry _efficient_attention_backward
+Results _efficient_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_out__p = unpack<at::Tensor>(args[0]);
+  const at::Tensor query_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor key_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor value_p = unpack<at::Tensor>(args[3]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[4]);
+  const at::Tensor out_p = unpack<at::Tensor>(args[5]);
+  const at::Tensor cu_seqlens_q_p = unpack<at::Tensor>(args[6]);
+  const at::Tensor cu_seqlens_k_p = unpack<at::Tensor>(args[7]);
+  const int64_t max_seqlen_q = unpack<int64_t>(args[8]);
+  const int64_t max_seqlen_k = unpack<int64_t>(args[9]);
+  const at::Tensor logsumexp_p = unpack<at::Tensor>(args[10]);
+  const double dropout_p = unpack<double>(args[11]);
+  const at::Tensor philox_seed_p = unpack<at::Tensor>(args[12]);
+  const at::Tensor philox_offset_p = unpack<at::Tensor>(args[13]);
+  const int64_t custom_mask_type = unpack<int64_t>(args[14]);
+  const bool bias_requires_grad = unpack<bool>(args[15]);
+  const std::optional<double> scale = unpack<std::optional<double>>(args[16]);
+  const std::optional<int64_t> num_splits_key = unpack<std::optional<int64_t>>(args[17]);
+  const std::optional<int64_t> window_size = unpack<std::optional<int64_t>>(args[18]);
+  const bool shared_storage_dqdkdv = unpack<bool>(args[19]);
+  at::Tensor grad_out__t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor query_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor key_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor value_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[4]);
+  at::Tensor out_t = unpack<at::Tensor>(tangents[5]);
+  at::Tensor logsumexp_t = unpack<at::Tensor>(tangents[6]);
+  const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
+  const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
+  const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
+  const at::Tensor result3 = unpack<at::Tensor>(outputs[3]);
+  // result0: efficient_backward_tangent(0, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+  at::Tensor result0_t;
+  if (present(bias_t)) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result0_t = efficient_backward_tangent(0, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  } else if (!present(bias_t) && (present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result0_t = efficient_backward_tangent(0, grad_out__t, query_t, key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  }
+  // result1: efficient_backward_tangent(1, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+  at::Tensor result1_t;
+  if (present(bias_t)) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result1_t = efficient_backward_tangent(1, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  } else if (!present(bias_t) && (present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result1_t = efficient_backward_tangent(1, grad_out__t, query_t, key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  }
+  // result2: efficient_backward_tangent(2, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size)
+  at::Tensor result2_t;
+  if (present(bias_t)) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result2_t = efficient_backward_tangent(2, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  } else if (!present(bias_t) && (present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result2_t = efficient_backward_tangent(2, grad_out__t, query_t, key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, cu_seqlens_q_p, cu_seqlens_k_p, dropout_p, custom_mask_type, scale, window_size);
+  }
+  // result3: efficient_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, custom_mask_type, scale)
+  at::Tensor result3_t;
+  if (present(bias_t)) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result3_t = efficient_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, bias_t, out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, custom_mask_type, scale);
+  } else if (!present(bias_t) && (present(grad_out__t) || present(key_t) || present(logsumexp_t) || present(out_t) || present(query_t) || present(value_t))) {
+    grad_out__t = present(grad_out__t) || !present(grad_out__p) ? grad_out__t : at::zeros_like(grad_out__p);
+    query_t = present(query_t) || !present(query_p) ? query_t : at::zeros_like(query_p);
+    key_t = present(key_t) || !present(key_p) ? key_t : at::zeros_like(key_p);
+    value_t = present(value_t) || !present(value_p) ? value_t : at::zeros_like(value_p);
+    out_t = present(out_t) || !present(out_p) ? out_t : at::zeros_like(out_p);
+    logsumexp_t = present(logsumexp_t) || !present(logsumexp_p) ? logsumexp_t : at::zeros_like(logsumexp_p);
+    result3_t = efficient_backward_bias_tangent(result3, grad_out__t, query_t, key_t, value_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), out_t, logsumexp_t, grad_out__p, query_p, key_p, value_p, bias_p, out_p, logsumexp_p, custom_mask_type, scale);
+  }
+  return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t)};
+}
+
 // aten::grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry grid_sampler_2d_backward
 Results grid_sampler_2d_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1009,6 +1122,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::_foreach_minimum.Scalar", &_foreach_minimum_Scalar);
   registry.add("aten::_foreach_maximum.ScalarList", &_foreach_maximum_ScalarList);
   registry.add("aten::_scaled_dot_product_flash_attention_backward.default", &_scaled_dot_product_flash_attention_backward_default);
+  registry.add("aten::_efficient_attention_backward.default", &_efficient_attention_backward_default);
   registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
 }

@@ -44,9 +44,11 @@ __all__ = [
     "device_attention_backward_grads",
     "device_attention_backward_grads_with_bias",
     "device_attention_grads",
+    "efficient_backward_grads",
     "efficient_forward_grads",
     "flash_attention_backward_grads",
     "flash_attention_grads",
+    "flash_backward_grads",
     "flash_forward_grads",
 ]
 
@@ -536,3 +538,200 @@ def device_attention_backward_grads(
         scale,
     )
     return grads[:4] + grads[5:]
+
+
+def _aligned_backward_grads(
+    along, grad_out, query, key, value, bias, out, logsumexp, masks, scale
+) -> tuple:
+    """Gradients (grad_out, query, key, value, bias, out, logsumexp) of one batch
+    of attention's backward kernel in (B, H, L, E) layout from those of its
+    outputs (`along`: grad_query, grad_key, grad_value, and the bias gradient's;
+    None where absent), logsumexp as given in the kernel's layout; `masks`:
+    (is_causal, bottom_right, window_left, window_right), the flash kernels'
+    masks made a bias where the top-left triangle cannot say them (the adjoint of
+    `aligned_attention_backward_tangent`). The bias's gradient is None without a
+    bias."""
+    is_causal, bottom_right, window_left, window_right = masks
+    aligned = aligned_attention_bias(
+        query.size(2),
+        key.size(2),
+        is_causal and bottom_right,
+        window_left,
+        window_right,
+        None,
+        attention_acc(query),
+    )
+    causal = is_causal and (aligned is None or not bottom_right)
+    total = bias
+    if aligned is not None:
+        total = aligned if bias is None else aligned + attention_acc(bias)
+    grads = device_attention_backward_grads_with_bias(
+        *along, grad_out, query, key, value, total, out, logsumexp, 0.0, causal, scale
+    )
+    g_bias = grads[4]
+    if bias is None or g_bias is None:
+        g_bias = None
+    else:
+        g_bias = g_bias.sum_to_size(bias.shape).to(bias.dtype)
+    return (*grads[:4], g_bias, *grads[5:])
+
+
+def _packed(t, start, end):
+    """One sequence of a packed (total, H, E) tensor as (1, H, L, E); None stays."""
+    return None if t is None else t[start:end].unsqueeze(0).transpose(1, 2)
+
+
+def _unpacked(t):
+    """(1, H, L, E) back to (L, H, E)."""
+    return t.transpose(1, 2).squeeze(0)
+
+
+def flash_backward_grads(
+    grad_grad_query,
+    grad_grad_key,
+    grad_grad_value,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    dropout_p,
+    is_causal,
+    scale,
+    window_size_left,
+    window_size_right,
+) -> tuple:
+    """Gradients (grad_out, query, key, value, out, logsumexp) of
+    `_flash_attention_backward` from those of its outputs (None where absent): the
+    adjoint of `flash_backward_tangent`, sequence by sequence for packed sequences
+    (keys and rows outside every sequence get zero gradients)."""
+    refuse_dropout(dropout_p, "_flash_attention_backward")
+    along = (grad_grad_query, grad_grad_key, grad_grad_value, None)
+    masks = (is_causal, True, window_size_left, window_size_right)
+    if cum_seq_q is None:
+        grads = _aligned_backward_grads(
+            tuple(_heads_first(t) for t in along[:3]) + (None,),
+            *(_heads_first(t) for t in (grad_out, query, key, value)),
+            None,
+            _heads_first(out),
+            logsumexp,
+            masks,
+            scale,
+        )
+        g_out_, gq, gk, gv, _, g_o, g_lse = grads
+        return (*(_heads_first(g) for g in (g_out_, gq, gk, gv, g_o)), g_lse)
+    q_offsets, k_offsets = int_list(cum_seq_q), int_list(cum_seq_k)
+    result = [
+        torch.zeros_like(t) for t in (grad_out, query, key, value, out, logsumexp)
+    ]
+    for b in range(len(q_offsets) - 1):
+        q0, q1, k0, k1 = q_offsets[b], q_offsets[b + 1], k_offsets[b], k_offsets[b + 1]
+        if k1 == k0:
+            continue
+        queries, keys = (q0, q1), (k0, k1)
+        grads = _aligned_backward_grads(
+            (
+                *(
+                    _packed(t, *span)
+                    for t, span in zip(along[:3], (queries, keys, keys))
+                ),
+                None,
+            ),
+            _packed(grad_out, *queries),
+            _packed(query, *queries),
+            _packed(key, *keys),
+            _packed(value, *keys),
+            None,
+            _packed(out, *queries),
+            logsumexp[:, q0:q1].unsqueeze(0),
+            masks,
+            scale,
+        )
+        for i, span in ((0, queries), (1, queries), (2, keys), (3, keys), (4, queries)):
+            g = grads[i if i < 4 else 5]
+            if g is not None:
+                result[i][span[0] : span[1]] = _unpacked(g)
+        if grads[6] is not None:
+            result[5][:, q0:q1] = grads[6].squeeze(0)
+    return tuple(result)
+
+
+def efficient_backward_grads(
+    grad_grad_query,
+    grad_grad_key,
+    grad_grad_value,
+    grad_grad_bias,
+    grad_out,
+    query,
+    key,
+    value,
+    bias,
+    out,
+    logsumexp,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    dropout_p,
+    custom_mask_type,
+    scale,
+    window_size,
+) -> tuple:
+    """Gradients (grad_out, query, key, value, bias, out, logsumexp) of
+    `_efficient_attention_backward` from those of its outputs (None where absent):
+    the adjoint of `efficient_backward_tangent` and
+    `efficient_backward_bias_tangent`, sequence by sequence for packed sequences
+    (logsumexp's gradient in the kernel's padded layout)."""
+    refuse_dropout(dropout_p, "_efficient_attention_backward")
+    if window_size is not None:
+        no_derivative("_efficient_attention_backward", "window_size", "a window")
+    masks = (custom_mask_type != 0, custom_mask_type == 2, None, None)
+    along = (grad_grad_query, grad_grad_key, grad_grad_value)
+    if cu_seqlens_q is None:
+        grads = _aligned_backward_grads(
+            (*(_heads_first(t) for t in along), grad_grad_bias),
+            *(_heads_first(t) for t in (grad_out, query, key, value)),
+            bias,
+            _heads_first(out),
+            logsumexp,
+            masks,
+            scale,
+        )
+        g_out_, gq, gk, gv, g_bias, g_o, g_lse = grads
+        heads_first = (_heads_first(g) for g in (g_out_, gq, gk, gv))
+        return (*heads_first, g_bias, _heads_first(g_o), g_lse)
+    if bias is not None:
+        no_derivative("_efficient_attention_backward", "bias", "packed sequences")
+    q_offsets, k_offsets = int_list(cu_seqlens_q), int_list(cu_seqlens_k)
+    result = [
+        torch.zeros_like(t) for t in (grad_out, query, key, value, out, logsumexp)
+    ]
+    for b in range(len(q_offsets) - 1):
+        q0, q1, k0, k1 = q_offsets[b], q_offsets[b + 1], k_offsets[b], k_offsets[b + 1]
+        if k1 == k0:
+            continue
+
+        def seq(t, lo, hi):
+            return None if t is None else t[:, lo:hi].transpose(1, 2)
+
+        queries, keys = (q0, q1), (k0, k1)
+        grads = _aligned_backward_grads(
+            (*(seq(t, *span) for t, span in zip(along, (queries, keys, keys))), None),
+            seq(grad_out, *queries),
+            seq(query, *queries),
+            seq(key, *keys),
+            seq(value, *keys),
+            None,
+            seq(out, *queries),
+            logsumexp[b : b + 1],
+            masks,
+            scale,
+        )
+        for i, span in ((0, queries), (1, queries), (2, keys), (3, keys), (4, queries)):
+            g = grads[i if i < 4 else 5]
+            if g is not None:
+                result[i][:, span[0] : span[1]] = g.transpose(1, 2)
+        if grads[6] is not None:
+            result[5][b : b + 1] = grads[6]
+    return (*result[:4], None, *result[4:])

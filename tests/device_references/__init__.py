@@ -20,9 +20,22 @@ from __future__ import annotations
 import torch
 
 from . import attention, nn, recurrent
-from .attention import attention_backward, efficient_forward, flash_forward
+from .attention import (
+    attention_backward,
+    efficient_forward,
+    efficient_lower_backward,
+    flash_forward,
+    flash_lower_backward,
+)
 
-__all__ = ["KERNELS", "attention_backward", "efficient_forward", "flash_forward"]
+__all__ = [
+    "KERNELS",
+    "attention_backward",
+    "efficient_forward",
+    "efficient_lower_backward",
+    "flash_forward",
+    "flash_lower_backward",
+]
 
 KERNELS = {**attention.KERNELS, **recurrent.KERNELS, **nn.KERNELS}
 _LIBRARY = None

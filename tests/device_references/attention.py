@@ -143,6 +143,23 @@ def cudnn(
     return _with_sequence_outputs(out, stats, query, key)
 
 
+def _seen(L, S, causal, top_left, window_left, window_right):
+    """(L, S) booleans: key j is seen by query i. With d = j - (i + S - L): d <= 0
+    when causal (j <= i when top_left), d <= window_right and d >= -window_left
+    (None or negative: no bound)."""
+    d = torch.arange(S).unsqueeze(0) - torch.arange(L).unsqueeze(1) - (S - L)
+    seen = torch.ones(L, S, dtype=torch.bool)
+    if causal:
+        seen &= (
+            (torch.arange(S) <= torch.arange(L).unsqueeze(1)) if top_left else d <= 0
+        )
+    if not causal and window_right is not None and window_right >= 0:
+        seen &= d <= window_right
+    if window_left is not None and window_left >= 0:
+        seen &= d >= -window_left
+    return seen
+
+
 def _aligned_sequence(
     q,
     k,
@@ -172,15 +189,7 @@ def _aligned_sequence(
     if bias is not None:
         s = s + bias.double()
     d = torch.arange(S).unsqueeze(0) - torch.arange(L).unsqueeze(1) - (S - L)
-    seen = torch.ones(L, S, dtype=torch.bool)
-    if causal:
-        seen &= (
-            (torch.arange(S) <= torch.arange(L).unsqueeze(1)) if top_left else d <= 0
-        )
-    if not causal and window_right is not None and window_right >= 0:
-        seen &= d <= window_right
-    if window_left is not None and window_left >= 0:
-        seen &= d >= -window_left
+    seen = _seen(L, S, causal, top_left, window_left, window_right)
     if slopes is not None:
         s = s - slopes.double().view(-1, 1, 1) * d.abs()
     s = s.masked_fill(~seen, -math.inf)
@@ -477,6 +486,157 @@ def cudnn_backward(
     )[:3]
 
 
+def _aligned_backward(grad_out, query, key, value, out, rows, bias, masks, scale):
+    """(grad_query, grad_key, grad_value, dS) of one batch in (B, H, L, E) layout,
+    out and rows (B, H, L) as given, `masks` (causal, top_left, window_left,
+    window_right) as `_seen` says them, made an additive bias."""
+    L, S = query.size(2), key.size(2)
+    mask = torch.zeros(L, S, dtype=torch.float64).masked_fill(
+        ~_seen(L, S, *masks), -math.inf
+    )
+    bias = mask if bias is None else bias.double() + mask
+    return attention_backward(
+        grad_out, query, key, value, out, rows, bias, False, scale
+    )
+
+
+def flash_lower_backward(
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    cum_seq_q,
+    cum_seq_k,
+    max_q,
+    max_k,
+    dropout_p,
+    is_causal,
+    rng_state,
+    unused,
+    *,
+    scale=None,
+    window_size_left=None,
+    window_size_right=None,
+):
+    """`_flash_attention_backward`: (B, L, H, E) tensors with logsumexp (B, H, L),
+    or packed (total, H, E) with cum_seq_q / cum_seq_k offsets and logsumexp
+    (H, total); masks aligned to the bottom-right corner (dropout_p 0 only)."""
+    check_real_floating("_flash_attention_backward", query)
+    if dropout_p:
+        raise RuntimeError("the reference takes no dropout")
+    masks = (is_causal, False, window_size_left, window_size_right)
+
+    def heads_first(*ts):
+        return [t.transpose(1, 2) for t in ts]
+
+    if cum_seq_q is None:
+        parts = _aligned_backward(
+            *heads_first(grad_out, query, key, value, out),
+            logsumexp,
+            None,
+            masks,
+            scale,
+        )
+        return tuple(g.transpose(1, 2) for g in parts[:3])
+    grads = [torch.zeros_like(t) for t in (query, key, value)]
+    count = cum_seq_q.numel() - 1
+    keys = _segments(cum_seq_k, count)
+    for b, (q0, q1) in enumerate(_segments(cum_seq_q, count)):
+        k0, k1 = keys[b]
+        if k1 == k0:
+            continue
+        seqs = [
+            t.unsqueeze(0)
+            for t in (
+                grad_out[q0:q1],
+                query[q0:q1],
+                key[k0:k1],
+                value[k0:k1],
+                out[q0:q1],
+            )
+        ]
+        parts = _aligned_backward(
+            *heads_first(*seqs), logsumexp[:, q0:q1].unsqueeze(0), None, masks, scale
+        )
+        for g, part, (lo, hi) in zip(grads, parts, ((q0, q1), (k0, k1), (k0, k1))):
+            g[lo:hi] = part.transpose(1, 2).squeeze(0)
+    return tuple(grads)
+
+
+def efficient_lower_backward(
+    grad_out_,
+    query,
+    key,
+    value,
+    bias,
+    out,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    logsumexp,
+    dropout_p,
+    philox_seed,
+    philox_offset,
+    custom_mask_type,
+    bias_requires_grad,
+    *,
+    scale=None,
+    num_splits_key=None,
+    window_size=None,
+    shared_storage_dqdkdv=False,
+):
+    """`_efficient_attention_backward`: (B, M, H, K) tensors, an additive bias
+    (B, H, M, N), logsumexp (B, H, M padded); or packed (B = 1, cu_seqlens_q /
+    cu_seqlens_k offsets, a row of logsumexp per sequence). custom_mask_type 0,
+    1 (causal from the top-left corner) or 2 (from the bottom-right); the bias's
+    gradient (dS summed to its shape) when bias_requires_grad (dropout_p 0 and no
+    window only)."""
+    check_real_floating("_efficient_attention_backward", query)
+    if dropout_p or window_size is not None:
+        raise RuntimeError("the reference takes no dropout and no window")
+    masks = (custom_mask_type != 0, custom_mask_type == 1, None, None)
+    grads = [torch.zeros_like(t) for t in (query, key, value)]
+    if cu_seqlens_q is None:
+        M = query.size(1)
+        parts = _aligned_backward(
+            *(t.transpose(1, 2) for t in (grad_out_, query, key, value, out)),
+            logsumexp[..., :M],
+            bias,
+            masks,
+            scale,
+        )
+        g_bias = None
+        if bias_requires_grad and bias is not None:
+            g_bias = parts[3].sum_to_size(bias.shape).to(bias.dtype)
+        return (*(g.transpose(1, 2) for g in parts[:3]), g_bias)
+    count = cu_seqlens_q.numel() - 1
+    keys = _segments(cu_seqlens_k, count)
+    for b, (q0, q1) in enumerate(_segments(cu_seqlens_q, count)):
+        k0, k1 = keys[b]
+        if k1 == k0:
+            continue
+        seqs = (
+            grad_out_[:, q0:q1],
+            query[:, q0:q1],
+            key[:, k0:k1],
+            value[:, k0:k1],
+            out[:, q0:q1],
+        )
+        parts = _aligned_backward(
+            *(t.transpose(1, 2) for t in seqs),
+            logsumexp[b : b + 1, :, : q1 - q0],
+            None,
+            masks,
+            scale,
+        )
+        for g, part, (lo, hi) in zip(grads, parts, ((q0, q1), (k0, k1), (k0, k1))):
+            g[:, lo:hi] = part.transpose(1, 2)
+    return (*grads, None)
+
+
 KERNELS = {
     "_scaled_dot_product_flash_attention": flash,
     "_scaled_dot_product_efficient_attention": efficient,
@@ -486,4 +646,6 @@ KERNELS = {
     "_scaled_dot_product_cudnn_attention_backward": cudnn_backward,
     "_flash_attention_forward": flash_forward,
     "_efficient_attention_forward": efficient_forward,
+    "_flash_attention_backward": flash_lower_backward,
+    "_efficient_attention_backward": efficient_lower_backward,
 }

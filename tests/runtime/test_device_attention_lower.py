@@ -7,7 +7,10 @@ logsumexp against native forward AD through attention written out per sequence
 differences in float64, in the kernels' layouts ((B, L, H, E), packed sequences,
 padded logsumexp rows); causal masks from either corner, sliding windows, ALiBi,
 an additive bias with a tangent, grouped-query heads, rows that see no key; both
-kernel backends; what the rules refuse, refused clearly."""
+kernel backends; forward over reverse through their backward kernels
+(`_flash_attention_backward`, `_efficient_attention_backward`) against native
+forward over reverse through the written-out attention and central differences of
+the gradient; what the rules refuse, refused clearly."""
 
 from __future__ import annotations
 
@@ -135,33 +138,42 @@ def _flash(case, q, k, v, offsets, kwargs):
     )
 
 
-def _flash_expected(case, tensors, tangents, offsets, kwargs, used):
-    """Native forward AD through `_written_out`, sequence by sequence, in the
-    kernel's layout: (out_t, lse_t)."""
+def _flash_written(case, q, k, v, offsets, kwargs, used):
+    """(out, logsumexp) of `_written_out`, sequence by sequence, in the kernel's
+    layout (a row without keys: logsumexp 0): plain torch ops, for native AD."""
     ql, kl, _, _, causal, window, _ = FLASH[case]
     left, right = window if window is not None else (None, None)
     slopes = kwargs.get("alibi_slopes")
-    with native_fwAD.dual_level():
-        q, k, v = (native_fwAD.make_dual(p, t) for p, t in zip(tensors, tangents))
-        outs, lses = [], []
-        q_starts = [0, *torch.tensor(ql).cumsum(0).tolist()]
-        k_starts = [0, *torch.tensor(kl).cumsum(0).tolist()]
-        for b in range(len(ql)):
-            if offsets is None:
-                qb, kb, vb = q[b], k[b], v[b]
-            else:
-                k0 = k_starts[b]
-                k1 = k_starts[b + 1] if used is None else k0 + used[b]
-                qb = q[q_starts[b] : q_starts[b + 1]]
-                kb, vb = k[k0:k1], v[k0:k1]
-            seen, d = _seen(qb.size(0), kb.size(0), causal, False, left, right)
-            slope = slopes if slopes is None or slopes.dim() == 1 else slopes[b]
-            o, lse = _written_out(qb, kb, vb, None, 0.6, seen, slope, d)
-            outs.append(native_fwAD.unpack_dual(o).tangent)
-            lses.append(native_fwAD.unpack_dual(lse).tangent)
+    outs, lses = [], []
+    q_starts = [0, *torch.tensor(ql).cumsum(0).tolist()]
+    k_starts = [0, *torch.tensor(kl).cumsum(0).tolist()]
+    for b in range(len(ql)):
+        if offsets is None:
+            qb, kb, vb = q[b], k[b], v[b]
+        else:
+            k0 = k_starts[b]
+            k1 = k_starts[b + 1] if used is None else k0 + used[b]
+            qb = q[q_starts[b] : q_starts[b + 1]]
+            kb, vb = k[k0:k1], v[k0:k1]
+        seen, d = _seen(qb.size(0), kb.size(0), causal, False, left, right)
+        slope = slopes if slopes is None or slopes.dim() == 1 else slopes[b]
+        o, lse = _written_out(qb, kb, vb, None, 0.6, seen, slope, d)
+        outs.append(o)
+        lses.append(lse)
     if offsets is None:
         return torch.stack(outs), torch.stack(lses)
     return torch.cat(outs, 0), torch.cat(lses, 1)
+
+
+def _flash_expected(case, tensors, tangents, offsets, kwargs, used):
+    """Native forward AD through `_flash_written`: (out_t, lse_t)."""
+    with native_fwAD.dual_level():
+        q, k, v = (native_fwAD.make_dual(p, t) for p, t in zip(tensors, tangents))
+        out, lse = _flash_written(case, q, k, v, offsets, kwargs, used)
+        return (
+            native_fwAD.unpack_dual(out).tangent,
+            native_fwAD.unpack_dual(lse).tangent,
+        )
 
 
 @pytest.mark.parametrize("case", list(FLASH))
@@ -231,9 +243,37 @@ def _efficient(case, q, k, v, bias, offsets):
     )
 
 
+def _efficient_written(case, q, k, v, bias):
+    """(out, logsumexp) of `_written_out`, sequence by sequence, in the kernel's
+    layout (logsumexp padded with zeros to a multiple of 32 rows, or empty): plain
+    torch ops, for native AD."""
+    ql, kl, _, mask_type, _, compute_lse = EFFICIENT[case]
+    varlen = case.startswith("varlen")
+    rows = -(-max(ql) // 32) * 32 if compute_lse else 0
+    outs, lses = [], []
+    q_starts = [0, *torch.tensor(ql).cumsum(0).tolist()]
+    k_starts = [0, *torch.tensor(kl).cumsum(0).tolist()]
+    for b in range(len(ql)):
+        if not varlen:
+            parts = q[b], k[b], v[b]
+        else:
+            q0, q1 = q_starts[b], q_starts[b + 1]
+            k0, k1 = k_starts[b], k_starts[b + 1]
+            parts = q[0, q0:q1], k[0, k0:k1], v[0, k0:k1]
+        L, S = parts[0].size(0), parts[1].size(0)
+        seen, d = _seen(L, S, mask_type != 0, top_left=mask_type == 1)
+        o, r = _written_out(
+            *parts, None if bias is None else bias[b], 0.6, seen, None, d
+        )
+        outs.append(o)
+        lses.append(torch.nn.functional.pad(r, (0, rows - L))[:, :rows])
+    out = torch.cat(outs).unsqueeze(0) if varlen else torch.stack(outs)
+    return out, torch.stack(lses)
+
+
 @pytest.mark.parametrize("case", list(EFFICIENT))
 def test_efficient_forward_tangents(backend, case):
-    ql, kl, H, mask_type, with_bias, compute_lse = EFFICIENT[case]
+    with_bias = EFFICIENT[case][4]
     tensors, tangents, offsets = _efficient_inputs(case)
     bias = tensors[3] if with_bias else None
     with fwAD.dual_level():
@@ -244,38 +284,12 @@ def test_efficient_forward_tangents(backend, case):
         ]
         out_t, lse_t = (fwAD.unpack_dual(t).tangent for t in (out, lse))
 
-    # native forward AD through the written-out attention, sequence by sequence
-    rows = -(-max(ql) // 32) * 32 if compute_lse else 0
-    expected_lse_t = torch.zeros(len(ql), H, rows, dtype=torch.float64)
     with native_fwAD.dual_level():
-        nq, nk, nv, *nb = (
-            native_fwAD.make_dual(p, t) for p, t in zip(tensors, tangents)
+        duals = [native_fwAD.make_dual(p, t) for p, t in zip(tensors, tangents)]
+        written = _efficient_written(case, *duals[:3], duals[3] if with_bias else None)
+        expected_out_t, expected_lse_t = (
+            native_fwAD.unpack_dual(t).tangent for t in written
         )
-        outs = []
-        q_starts = [0, *torch.tensor(ql).cumsum(0).tolist()]
-        k_starts = [0, *torch.tensor(kl).cumsum(0).tolist()]
-        for b in range(len(ql)):
-            if offsets is None:
-                parts = nq[b], nk[b], nv[b]
-            else:
-                q0, q1, k0, k1 = (
-                    q_starts[b],
-                    q_starts[b + 1],
-                    k_starts[b],
-                    k_starts[b + 1],
-                )
-                parts = nq[0, q0:q1], nk[0, k0:k1], nv[0, k0:k1]
-            L, S = parts[0].size(0), parts[1].size(0)
-            seen, d = _seen(L, S, mask_type != 0, top_left=mask_type == 1)
-            o, r = _written_out(
-                *parts, nb[0][b] if with_bias else None, 0.6, seen, None, d
-            )
-            outs.append(native_fwAD.unpack_dual(o).tangent)
-            if compute_lse:
-                expected_lse_t[b, :, :L] = native_fwAD.unpack_dual(r).tangent
-    expected_out_t = (
-        torch.stack(outs) if offsets is None else torch.cat(outs).unsqueeze(0)
-    )
     torch.testing.assert_close(out_t, expected_out_t)
     torch.testing.assert_close(lse_t, expected_lse_t)
 
@@ -290,6 +304,76 @@ def test_efficient_forward_tangents(backend, case):
         for s in (eps, -eps)
     )
     _match_differences(out_t, lse_t, lse, plus, minus, eps)
+
+
+# -- forward over reverse: the backward kernels ---------------------------------------
+# The gradient of out taken inside a level (torch's autograd calls the backward
+# kernels, `_flash_attention_backward` / `_efficient_attention_backward`): its
+# tangent against native forward over reverse through the written-out attention and
+# against central differences of the gradient. Not ALiBi or seqused_k (the flash
+# backward kernel takes neither, so torch's gradient ignores them), nor efficient
+# attention without logsumexp (its backward reads it); "long" for time.
+FLASH_BACKWARD = [c for c, v in FLASH.items() if v[6] is None and c != "long"]
+EFFICIENT_BACKWARD = [c for c, v in EFFICIENT.items() if v[5] and c != "long-top-left"]
+
+
+def _gradient_tangents(forward, written, primals, tangents, cotangent):
+    """(dualgen's tangents of the gradient, native forward over reverse through
+    the written-out path, central differences of the gradient)."""
+
+    def gradient(values, api=None, path=forward):
+        leaves = [v.clone().requires_grad_() for v in values]
+        inputs = leaves
+        if api is not None:
+            inputs = [api.make_dual(v, t) for v, t in zip(leaves, tangents)]
+        return torch.autograd.grad(path(*inputs), leaves, cotangent)
+
+    with fwAD.dual_level():
+        got = [fwAD.unpack_dual(g).tangent for g in gradient(primals, fwAD)]
+    with native_fwAD.dual_level():
+        grads = gradient(primals, native_fwAD, written)
+        expected = [native_fwAD.unpack_dual(g).tangent for g in grads]
+    eps = 1e-6
+    plus, minus = (
+        gradient([p + sign * t for p, t in zip(primals, tangents)])
+        for sign in (eps, -eps)
+    )
+    return got, expected, [(a - b) / (2 * eps) for a, b in zip(plus, minus)]
+
+
+@pytest.mark.parametrize("case", FLASH_BACKWARD)
+def test_flash_forward_over_reverse(backend, case):
+    tensors, tangents, offsets, kwargs, used = _flash_inputs(case)
+    out_shape = tensors[0].shape[:-1] + tensors[2].shape[-1:]
+    got, expected, differences = _gradient_tangents(
+        lambda q, k, v: _flash(case, q, k, v, offsets, kwargs)[0],
+        lambda q, k, v: _flash_written(case, q, k, v, offsets, kwargs, used)[0],
+        tensors,
+        tangents,
+        _rand(*out_shape, seed=40),
+    )
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, differences, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", EFFICIENT_BACKWARD)
+def test_efficient_forward_over_reverse(backend, case):
+    """The bias's gradient too, where there is a bias (bias_requires_grad)."""
+    tensors, tangents, offsets = _efficient_inputs(case)
+    with_bias = EFFICIENT[case][4]
+
+    def forward(q, k, v, *bias):
+        return _efficient(case, q, k, v, bias[0] if with_bias else None, offsets)[0]
+
+    def written(q, k, v, *bias):
+        return _efficient_written(case, q, k, v, bias[0] if with_bias else None)[0]
+
+    out_shape = tensors[0].shape[:-1] + tensors[2].shape[-1:]
+    got, expected, differences = _gradient_tangents(
+        forward, written, tensors, tangents, _rand(*out_shape, seed=41)
+    )
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got, differences, rtol=1e-5, atol=1e-6)
 
 
 # -- what the rules refuse -----------------------------------------------------------
