@@ -91,6 +91,32 @@ def draw(stack: Stack, seed: int, dtype=torch.float64):
     return primals, tangents
 
 
+def tangent_args(stack: Stack, primals, tangents) -> tuple:
+    """The arguments of dualgen.formulas.cudnn_rnn_tangents (and its C++ twin) for
+    the stack at `primals` along `tangents`."""
+    x, weights, hx, cx = primals
+    dx, dweights, dhx, dcx = tangents
+    return (
+        dx,
+        dweights,
+        dhx,
+        dcx,
+        x,
+        weights,
+        stack.stride,
+        hx,
+        cx,
+        stack.mode,
+        stack.proj,
+        stack.layers,
+        stack.batch_first,
+        stack.dropout,
+        stack.train,
+        stack.bidirectional,
+        stack.sizes if stack.packed else [],
+    )
+
+
 def cudnn_call(stack: Stack, x, weights, hx, cx):
     """(output, hy, cy, reserve, weight_buf) of aten._cudnn_rnn."""
     return torch.ops.aten._cudnn_rnn(

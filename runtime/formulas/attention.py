@@ -241,6 +241,27 @@ def device_attention_grads(
     )
 
 
+def _masks_as_bias(query, key, bias, masks, alibi_slopes) -> tuple:
+    """The flash kernels' masks for one batch in (B, H, L, E) layout, `masks`
+    (is_causal, bottom_right, window_left, window_right), and ALiBi slopes, as
+    `aligned_attention_bias` says them: (the additive bias with `bias` added, the
+    top-left causal flag left to the kernel, whether a mask became a bias)."""
+    is_causal, bottom_right, window_left, window_right = masks
+    aligned = aligned_attention_bias(
+        query.size(2),
+        key.size(2),
+        is_causal and bottom_right,
+        window_left,
+        window_right,
+        alibi_slopes,
+        attention_acc(query),
+    )
+    if aligned is None:
+        return bias, is_causal, False
+    total = aligned if bias is None else aligned + attention_acc(bias)
+    return total, is_causal and not bottom_right, True
+
+
 def _aligned_grads(
     grad_output,
     grad_rows,
@@ -261,20 +282,14 @@ def _aligned_grads(
     layout under the flash kernels' masks, as `aligned_attention_tangent` says
     them (its adjoint): the mask made a bias where needed, logsumexp recomputed
     with it."""
-    aligned = aligned_attention_bias(
-        query.size(2),
-        key.size(2),
-        is_causal and bottom_right,
-        window_left,
-        window_right,
+    total, causal, aligned = _masks_as_bias(
+        query,
+        key,
+        bias,
+        (is_causal, bottom_right, window_left, window_right),
         alibi_slopes,
-        attention_acc(query),
     )
-    causal = is_causal and (aligned is None or not bottom_right)
-    total = bias
-    if aligned is not None:
-        total = aligned if bias is None else aligned + attention_acc(bias)
-    if rows is None or aligned is not None:
+    if rows is None or aligned:
         sc = attention_scale(query, scale)
         rows = attention_forward(query, key, value, total, causal, sc)[1]
     gq, gk, gv, gm = flash_attention_grads(
@@ -551,20 +566,7 @@ def _aligned_backward_grads(
     masks made a bias where the top-left triangle cannot say them (the adjoint of
     `aligned_attention_backward_tangent`). The bias's gradient is None without a
     bias."""
-    is_causal, bottom_right, window_left, window_right = masks
-    aligned = aligned_attention_bias(
-        query.size(2),
-        key.size(2),
-        is_causal and bottom_right,
-        window_left,
-        window_right,
-        None,
-        attention_acc(query),
-    )
-    causal = is_causal and (aligned is None or not bottom_right)
-    total = bias
-    if aligned is not None:
-        total = aligned if bias is None else aligned + attention_acc(bias)
+    total, causal, _ = _masks_as_bias(query, key, bias, masks, None)
     grads = device_attention_backward_grads_with_bias(
         *along, grad_out, query, key, value, total, out, logsumexp, 0.0, causal, scale
     )

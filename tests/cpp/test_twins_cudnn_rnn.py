@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rnn_stacks import Stack, draw
+from rnn_stacks import Stack, draw, tangent_args
 
 from dualgen.formulas import cudnn_rnn as py
 
@@ -20,26 +20,7 @@ STACKS = [
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("stack", STACKS, ids=str)
 def test_tangents(cpp_formulas, stack, dtype):
-    (x, weights, hx, cx), (dx, dweights, dhx, dcx) = draw(stack, seed=4, dtype=dtype)
-    args = (
-        dx,
-        dweights,
-        dhx,
-        dcx,
-        x,
-        weights,
-        stack.stride,
-        hx,
-        cx,
-        stack.mode,
-        stack.proj,
-        stack.layers,
-        stack.batch_first,
-        0.0,
-        True,
-        stack.bidirectional,
-        stack.sizes if stack.packed else [],
-    )
+    args = tangent_args(stack, *draw(stack, seed=4, dtype=dtype))
     cpp, ref = cpp_formulas.cudnn_rnn_tangents(*args), py.cudnn_rnn_tangents(*args)
     assert len(cpp) == len(ref) == 3
     tol = 1e-12 if dtype == torch.float64 else 1e-5
@@ -49,25 +30,6 @@ def test_tangents(cpp_formulas, stack, dtype):
 
 
 def test_dropout_between_layers_in_training_is_refused(cpp_formulas):
-    stack = Stack(2, layers=2)
-    (x, weights, hx, cx), (dx, dweights, dhx, dcx) = draw(stack, seed=4)
+    stack = Stack(2, layers=2, dropout=0.3)
     with pytest.raises(ValueError, match="dropout between layers"):
-        cpp_formulas.cudnn_rnn_tangents(
-            dx,
-            dweights,
-            dhx,
-            dcx,
-            x,
-            weights,
-            stack.stride,
-            hx,
-            cx,
-            2,
-            0,
-            2,
-            False,
-            0.3,
-            True,
-            False,
-            [],
-        )
+        cpp_formulas.cudnn_rnn_tangents(*tangent_args(stack, *draw(stack, seed=4)))

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
 from formula_checks import close
-from rnn_stacks import HIDDEN, Stack, cpu_call, cudnn_call, draw
+from rnn_stacks import HIDDEN, Stack, cpu_call, cudnn_call, draw, tangent_args
 
 from dualgen import formulas as F
 
@@ -24,33 +24,15 @@ STACKS = [
 
 @pytest.mark.parametrize("stack", STACKS, ids=str)
 def test_tangents_match_the_cpu_ops(stack):
-    (x, weights, hx, cx), (dx, dweights, dhx, dcx) = draw(stack, seed=1)
-
+    primals, tangents = draw(stack, seed=1)
+    (x, weights, hx, cx), (dx, dweights, dhx, dcx) = primals, tangents
     with fwAD.dual_level():
         dual = [fwAD.make_dual(p, t) for p, t in zip((x, hx), (dx, dhx))]
         cell = None if cx is None else fwAD.make_dual(cx, dcx)
         ws = [fwAD.make_dual(w, t) for w, t in zip(weights, dweights)]
         outs = cpu_call(stack, dual[0], ws, dual[1], cell)
         want = [fwAD.unpack_dual(o).tangent for o in outs if o is not None]
-    got = F.cudnn_rnn_tangents(
-        dx,
-        dweights,
-        dhx,
-        dcx,
-        x,
-        weights,
-        stack.stride,
-        hx,
-        cx,
-        stack.mode,
-        stack.proj,
-        stack.layers,
-        stack.batch_first,
-        0.0,
-        True,
-        stack.bidirectional,
-        stack.sizes if stack.packed else [],
-    )
+    got = F.cudnn_rnn_tangents(*tangent_args(stack, primals, tangents))
     for g, w in zip(got, want):
         close(g, w)
     if cx is None:
@@ -103,25 +85,6 @@ def test_grads_match_autograd_of_the_cpu_ops(stack):
 
 
 def test_dropout_between_layers_in_training_is_refused():
-    stack = Stack(2, layers=2)
-    (x, weights, hx, cx), (dx, dweights, dhx, dcx) = draw(stack, seed=1)
+    stack = Stack(2, layers=2, dropout=0.3)
     with pytest.raises(ValueError, match="dropout between layers"):
-        F.cudnn_rnn_tangents(
-            dx,
-            dweights,
-            dhx,
-            dcx,
-            x,
-            weights,
-            stack.stride,
-            hx,
-            cx,
-            2,
-            0,
-            2,
-            False,
-            0.3,
-            True,
-            False,
-            [],
-        )
+        F.cudnn_rnn_tangents(*tangent_args(stack, *draw(stack, seed=1)))
