@@ -3535,7 +3535,10 @@ def vector_norm_tangent(self_t, self_p, ord, dim, keepdim, result):
     if self_t.shape != self_p.shape:
         t = self_t.expand(self_p.shape)
     weighted = as_real_like(scaled.conj() * t, result)
-    return sum_reduced(weighted, self_p, dim, keepdim).to(result.dtype)
+    summed = sum_reduced(weighted, self_p, dim, keepdim)
+    # Promoted, not cast: a float64 tangent of a float32 input stays float64 (as
+    # native's); a wider result dtype (dtype=) widens it.
+    return summed.to(torch.promote_types(summed.dtype, result.dtype))
 
 
 def dist_tangent(t, self_p, other_p, p, result):

@@ -226,7 +226,8 @@ at::Tensor vector_norm_tangent(
     t = self_t.expand(self_p.sizes());
   }
   at::Tensor weighted = as_real_like(scaled.conj() * t, result);
-  return sum_reduced(weighted, self_p, dim, keepdim).to(result.scalar_type());
+  at::Tensor summed = sum_reduced(weighted, self_p, dim, keepdim);
+  return summed.to(at::promote_types(summed.scalar_type(), result.scalar_type()));
 }
 
 // dist_tangent(Tensor t, Tensor self_p, Tensor other_p, Scalar? p, Tensor result) -> Tensor

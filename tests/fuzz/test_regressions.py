@@ -280,6 +280,18 @@ REGRESSIONS = {
         """,
         all_dtypes=True,
     ),
+    # A float64 tangent of a float32 input through a vector norm: promoted, as
+    # native's; once cast to float32, so writing it into the float64 tangent of a
+    # complex view's real part raised.
+    "other_dtype_tangent_through_a_vector_norm_into_a_real_view": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.tensor([0.0, 0.0], {F32}), torch.tensor([0.0, 0.0], {F64}))
+        x1 = torch.linalg.vector_norm(x0.square() + 0.5)
+        x2 = x0 * (0.5+1j)
+        x2.real[torch.tensor([0])] = torch.linalg.vector_norm(x0.square() + 0.5)
+        """,
+        all_dtypes=True,
+    ),
 }
 
 
