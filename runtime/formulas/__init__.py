@@ -22,7 +22,10 @@ them). This package re-exports them all:
 - `linalg_decompositions`: SVD, eig, eigh, QR, pinv, lstsq
 - `linalg_solves`: solves, Cholesky, determinants, LU, matrix_exp, Householder
 - `backward_ops`: the formulas of backward ops (forward-over-reverse)
-- `attention`: fused attention kernels (CPU flash attention and its backward)
+- `attention`: fused attention kernels (CPU flash attention and its backward, the
+  device kernels behind scaled_dot_product_attention)
+- `attention_lower`: the lower attention kernels libraries call directly (varlen)
+  and their backward kernels
 - `transformer`: the inference fast paths of nn.MultiheadAttention and
   nn.TransformerEncoderLayer (_native_multi_head_attention,
   _transformer_encoder_layer_fwd)
@@ -41,6 +44,7 @@ from dualgen.generated.helpers import *
 
 from . import (
     attention,
+    attention_lower,
     backward_ops,
     cudnn_rnn,
     elementwise,
@@ -56,6 +60,7 @@ from . import (
     transformer,
 )
 from .attention import *
+from .attention_lower import *
 from .backward_ops import *
 from .cudnn_rnn import *
 from .elementwise import *
@@ -81,6 +86,7 @@ __all__ = (
     + linalg_solves.__all__
     + backward_ops.__all__
     + attention.__all__
+    + attention_lower.__all__
     + transformer.__all__
     + recurrent.__all__
     + cudnn_rnn.__all__

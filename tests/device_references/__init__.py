@@ -8,8 +8,9 @@ calls it (tests/conftest.py), and `dualgen validate --import tests.device_refere
 does on import.
 
 One module per family: `attention` (the kernels scaled_dot_product_attention
-dispatches to on CUDA, their backward kernels and the lower kernels libraries call
-directly), `recurrent` (the CUDA RNN cells), `nn` (cuDNN's and MIOpen's batch norm,
+dispatches to on CUDA and their backward kernels), `attention_lower` (the lower
+kernels libraries call directly, and their backward kernels), `recurrent` (the CUDA
+RNN cells and cuDNN's RNN stack), `nn` (cuDNN's and MIOpen's batch norm,
 max_pool2d_backward, MPS's transposed convolution).
 Dropout draws its mask from the global generator (the device kernels draw theirs
 inside, from a state of their own); dualgen's rules refuse dropout_p > 0.
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from . import attention, nn, recurrent
-from .attention import (
-    attention_backward,
+from . import attention, attention_lower, nn, recurrent
+from .attention import attention_backward
+from .attention_lower import (
     efficient_forward,
     efficient_lower_backward,
     flash_forward,
@@ -37,7 +38,12 @@ __all__ = [
     "flash_lower_backward",
 ]
 
-KERNELS = {**attention.KERNELS, **recurrent.KERNELS, **nn.KERNELS}
+KERNELS = {
+    **attention.KERNELS,
+    **attention_lower.KERNELS,
+    **recurrent.KERNELS,
+    **nn.KERNELS,
+}
 _LIBRARY = None
 
 
