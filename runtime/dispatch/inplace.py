@@ -110,7 +110,7 @@ def batched_view_tangent(func, primals: list, self_tangent: torch.Tensor):
     it shows, so the tangent would no longer fit its primal.) The view shares the
     tangent's memory, as the in-place op's tangent would. Ops whose functional
     form is no view (set_, resize_as_) are refused."""
-    view = _view_form(func)
+    view = view_form(func)
     if view is None:
         name = qualified_name(func)
         raise RuntimeError(
@@ -122,7 +122,7 @@ def batched_view_tangent(func, primals: list, self_tangent: torch.Tensor):
         return call_with(view, [self_tangent, *primals[1:]])
 
 
-def _view_form(func):
+def view_form(func):
     """The out-of-place view op of an in-place view op (`aten.transpose.int` for
     `aten.transpose_.default`): the functional form, else the overload of the
     same name without `_` that takes the same arguments; None if it is no view."""

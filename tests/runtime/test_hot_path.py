@@ -355,6 +355,77 @@ def test_batched_tangents_are_the_hot_paths(backend):
     torch.testing.assert_close(got, _batched_jvp(fwAD, x, w, basis), rtol=0, atol=0)
 
 
+def _view_updates(ad, x, w, t):
+    """In-place view ops on tensors with tangents: torch's matmul of a vector
+    squeezes its product in place."""
+    with ad.dual_level():
+        d = ad.make_dual(x, t)
+        y = torch.tanh(w @ d)  # mm, then squeeze_
+        z = (y.unsqueeze(1) * y).t_().unsqueeze_(0).transpose_(0, 2)
+        return ad.unpack_dual(z).tangent
+
+
+def test_in_place_views_of_batched_tangents_are_the_hot_paths(backend):
+    """An in-place view op whose self's tangent is batched by legacy vmap gives
+    self the view op's view of the tangent (legacy vmap cannot reshape a batched
+    tensor in place), in C++ as in Python; native's answers column by column
+    (native's own batched tangent keeps its old shape there)."""
+    from torch._vmap_internals import _vmap
+
+    g = torch.Generator(DEVICE).manual_seed(7)
+    x = torch.randn(4, dtype=torch.float64, generator=g)
+    w = torch.randn(3, 4, dtype=torch.float64, generator=g)
+    basis = torch.eye(4, dtype=torch.float64)
+    batched = lambda: _vmap(lambda t: _view_updates(fwAD, x, w, t))(basis)
+    views = {"aten.squeeze_.dim", "aten.t_.default", "aten.unsqueeze_.default"}
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = batched()
+    assert not views & set(declined), f"declined: {sorted(views & set(declined))}"
+    assert "aten.transpose_.default" not in declined
+    columns = torch.stack([_view_updates(native_ad, x, w, t) for t in basis])
+    torch.testing.assert_close(got, columns)
+    dualgen.set_kernel_backend("python")
+    torch.testing.assert_close(got, batched(), rtol=0, atol=0)
+
+
+def _forward_over_reverse(ad, x, w, t):
+    """The tangent of a gradient taken inside a level: the backward ops read
+    outputs autograd saved (tanh's, sigmoid's), which it rebuilds as new
+    tensors whose tangents the level remembered."""
+    x = x.detach().requires_grad_()
+    with ad.dual_level():
+        d = ad.make_dual(x, t)
+        y = torch.sigmoid(torch.tanh(d.mm(w)) * 1.5)
+        (grad,) = torch.autograd.grad(y.pow(2).sum(), x)
+        return ad.unpack_dual(grad).tangent
+
+
+def test_saved_outputs_tangents_are_the_hot_paths(backend):
+    """Forward over reverse: the backward formulas' ops on rebuilt saved outputs
+    (tanh_backward, sigmoid_backward) take the hot path with the tangents the
+    level remembered, for a tangent per call and batched by legacy vmap (a
+    Hessian's columns); the same answers as the Python path and native."""
+    from torch._vmap_internals import _vmap
+
+    g = torch.Generator(DEVICE).manual_seed(6)
+    x, t = (torch.randn(3, 4, dtype=torch.float64, generator=g) for _ in range(2))
+    w = torch.randn(4, 5, dtype=torch.float64, generator=g)
+    basis = torch.eye(12, dtype=torch.float64).reshape(12, 3, 4)
+    columns = lambda ad: _vmap(lambda b: _forward_over_reverse(ad, x, w, b))(basis)
+    readers = {"aten.tanh_backward.default", "aten.sigmoid_backward.default"}
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _forward_over_reverse(fwAD, x, w, t)
+        got_columns = columns(fwAD)
+    assert not readers & set(declined), f"declined: {sorted(readers & set(declined))}"
+    torch.testing.assert_close(got, _forward_over_reverse(native_ad, x, w, t))
+    torch.testing.assert_close(got_columns, columns(native_ad))
+    dualgen.set_kernel_backend("python")
+    python = (_forward_over_reverse(fwAD, x, w, t), columns(fwAD))
+    torch.testing.assert_close((got, got_columns), python, rtol=0, atol=0)
+
+
 def test_a_subclass_in_a_list_goes_to_its_own_dispatch(backend):
     """`torch.cat([dual, subclass])`: the subclass's __torch_dispatch__ runs the op
     (the mode defers to it), never the hot path, also when it sits in a list."""

@@ -5,8 +5,9 @@
 // conjugate or negative views, no vmap), fw grad enabled, the innermost level
 // with a tangent being level 0, a generated functional kernel (no user rule),
 // no autograd recording (nothing requires grad), tangents in their primals'
-// dtypes, and every input tangent a tensor's own (not derived from a view's
-// base, not a saved output's). Then it binds the arguments, reads the tangents,
+// dtypes, and every input tangent a tensor's own or a rebuilt saved output's
+// (not derived from a view's base, not one waiting to move to its output's
+// node). Then it binds the arguments, reads the tangents,
 // runs the op once, runs the C++ kernel, lays each tangent out as native does
 // and attaches it where the Python code reads tangents (the tensor's
 // `__dict__`, keyed by the Level object, and the Level's list of tensors): one
@@ -108,6 +109,10 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.uses_outputs = t[6].cast<bool>();
     entry.inplace = t[7].cast<bool>();
     entry.original_self = t[8].cast<bool>();
+    if (!t[9].is_none()) {
+      const auto form = t[9].cast<std::pair<std::string, std::string>>();
+      entry.view_form = c10::Dispatcher::singleton().findSchema({form.first, form.second});
+    }
   }
   const auto name = func.attr("_schema").attr("name").cast<std::string>();
   auto overload = func.attr("_overloadname").cast<std::string>();
@@ -181,6 +186,12 @@ bool batched_by_legacy_vmap(const at::Tensor& t) {
 // A batched tangent laid out as the Python side lays it out (layout.py: kept,
 // or copied per batch element into the primal's layout).
 at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, bool fresh) {
+  // The common case, kept as it is (layout.same_layout, whose storage test a
+  // batched tangent of a plain primal passes): the primal's logical geometry.
+  if (!fresh && plain(output) && !batched_by_legacy_vmap(output) &&
+      same_geometry(tangent, output)) {
+    return tangent;
+  }
   static py::object* conform = nullptr;
   if (conform == nullptr) {
     conform = new py::object(py::module_::import("dualgen.layout").attr("conform_layout"));
@@ -272,7 +283,7 @@ namespace {
 
 // The tangent of one input tensor at `level` (mode._tangent_arg), into
 // `tangent` (undefined if none); false where the Python path must read it (a
-// tangent derived from a base or a saved output, a complex or lazily negated
+// tangent derived from a base, a saved output's not yet settled, a complex or lazily negated
 // one, one of another dtype than its primal's).
 bool read_tangent(const at::Tensor& primal, const py::handle& level, bool grad_mode,
                   at::Tensor& tangent, bool& tracking) {
@@ -402,6 +413,10 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
     const at::Tensor self_tangent =
         tangents[0].isTensor() ? tangents[0].toTensor() : at::Tensor();
     py::object self = first_argument(stack);
+    if (op.view_form && self && self_tangent.defined() &&
+        batched_by_legacy_vmap(self_tangent) && tangents.size() == 1) {
+      return update_batched_view(op, stack, self_tangent, self, level0, tracking);
+    }
     if (tracking || !self || any_batched(tangents) ||
         !updates_plainly(self, self_tangent, tangents, level0)) {
       return shared->slow;

@@ -29,6 +29,9 @@ struct OpEntry {
   bool is_view_op = false;           // the op returns views (func.is_view)
   bool detach = false;               // aten.detach: the mode notes no view of it
   bool collective = false;           // c10d / functional collectives: Python's (collectives/)
+  // An in-place view op's out-of-place view (squeeze for squeeze_): what a
+  // tangent batched by vmap becomes (inplace.batched_view_tangent).
+  std::optional<c10::OperatorHandle> view_form;
 };
 
 // The kernel; an error it raises reaches Python as the Python kernel's would
@@ -100,5 +103,12 @@ bool updates_plainly(const py::handle& self, const at::Tensor& self_tangent,
 // the bound arguments, `tangents` the differentiable inputs' (self's first).
 py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& tangents,
                            const py::handle& self, const py::handle& level);
+
+// An in-place view op (squeeze_, t_, ...) on self whose tangent is batched by
+// legacy vmap, which cannot change a batched tensor's shape in place: the op
+// run, and self given its view form of the tangent (mode._dispatch_at).
+py::object update_batched_view(const OpEntry& op, torch::jit::Stack& stack,
+                               const at::Tensor& self_tangent, const py::handle& self,
+                               const py::handle& level, bool tracking);
 
 }  // namespace dualgen

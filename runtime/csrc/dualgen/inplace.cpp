@@ -131,4 +131,22 @@ py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& 
   return torch::jit::toPyObject(stack[0]);
 }
 
+py::object update_batched_view(const OpEntry& op, torch::jit::Stack& stack,
+                               const at::Tensor& self_tangent, const py::handle& self,
+                               const py::handle& level, bool tracking) {
+  torch::jit::Stack view_stack(stack.begin(), stack.end());
+  view_stack[0] = c10::IValue(self_tangent);
+  {
+    const FormulaKeys formula = formula_keys();
+    c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
+    op.view_form->callBoxed(view_stack);
+  }
+  op.handle->callBoxed(stack);
+  py::object tangent = torch::jit::toPyObject(view_stack[0]);
+  set_tangent(py::reinterpret_borrow<py::object>(self), level, tangent.ptr());
+  py::object out = torch::jit::toPyObject(stack[0]);
+  if (tracking) remember_output(out, level);  // tangents.remember_saved_outputs
+  return out;
+}
+
 }  // namespace dualgen

@@ -3,7 +3,7 @@
 
 namespace dualgen {
 
-bool same_layout(const at::Tensor& tangent, const at::Tensor& primal) {
+bool same_geometry(const at::Tensor& tangent, const at::Tensor& primal) {
   if (tangent.sizes() != primal.sizes()) return false;
   if (primal.numel() != 0) {
     if (tangent.storage_offset() != primal.storage_offset()) return false;
@@ -12,9 +12,11 @@ bool same_layout(const at::Tensor& tangent, const at::Tensor& primal) {
       if (a[i] != b[i] && n[i] != 1) return false;
     }
   }
-  if (tangent.is_conj() != primal.is_conj() || tangent.is_neg() != primal.is_neg()) {
-    return false;
-  }
+  return tangent.is_conj() == primal.is_conj() && tangent.is_neg() == primal.is_neg();
+}
+
+bool same_layout(const at::Tensor& tangent, const at::Tensor& primal) {
+  if (!same_geometry(tangent, primal)) return false;
   const auto nbytes = tangent.storage().nbytes(), primal_nbytes = primal.storage().nbytes();
   if (tangent.scalar_type() == primal.scalar_type()) return nbytes == primal_nbytes;
   return nbytes * primal.element_size() == primal_nbytes * tangent.element_size();

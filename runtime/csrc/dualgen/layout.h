@@ -6,6 +6,11 @@
 
 namespace dualgen {
 
+// Whether `tangent` has `primal`'s sizes, strides (where the size is not 1),
+// storage offset, conjugate and negative bits: its layout but for the storage's
+// extent (which a tangent batched by vmap has none of).
+bool same_geometry(const at::Tensor& tangent, const at::Tensor& primal);
+
 // Whether `tangent` already has `primal`'s layout: sizes, strides (where the size
 // is not 1), storage offset and extent, conjugate and negative bits.
 bool same_layout(const at::Tensor& tangent, const at::Tensor& primal);

@@ -19,12 +19,24 @@ SavedOutputs* saved_of(const py::handle& level, py::object& store) {
   return py::isinstance<SavedOutputs>(store) ? store.cast<SavedOutputs*>() : nullptr;
 }
 
-// Whether t has the geometry and memory of an output the level remembered
-// (tangents.remember_saved_outputs): autograd's rebuilt saved outputs do.
-bool is_saved_output(const at::Tensor& t, const py::handle& level) {
+// The tangent the level remembered for an output with t's geometry and memory
+// (tangents.remembered_tangent): autograd's rebuilt saved outputs have one.
+// A plain tensor entry is found here (`*out`, borrowed: the entries hold it);
+// a tangent that moves to its output's node (saved_tangents.SavedTangent), or
+// a store of the Python backend's, is the Python path's.
+Found saved_tangent(const at::Tensor& t, const py::handle& level, PyObject** out) {
   py::object store;
-  if (SavedOutputs* saved = saved_of(level, store)) return saved->find(t) != nullptr;
-  return !store.attr(names->find)(py::reinterpret_steal<py::object>(THPVariable_Wrap(t))).is_none();
+  SavedOutputs* saved = saved_of(level, store);
+  if (saved == nullptr) {
+    py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
+    return store.attr(names->find)(wrapped).is_none() ? Found::None : Found::Slow;
+  }
+  PyObject* entries = saved->find(t);
+  PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
+  if (value == nullptr || value == shared->no_tangent.ptr()) return Found::None;
+  if (!THPVariable_Check(value)) return Found::Slow;
+  *out = value;
+  return Found::Tangent;
 }
 
 }  // namespace
@@ -68,9 +80,7 @@ Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
   }
   // A rebuilt saved output has a grad_fn; `output.detach().requires_grad_()`,
   // a leaf with no tangent, has not.
-  if (t.grad_fn() && !t._is_zerotensor() && is_saved_output(t, level)) {
-    return Found::Slow;
-  }
+  if (t.grad_fn() && !t._is_zerotensor()) return saved_tangent(t, level, out);
   return Found::None;
 }
 
