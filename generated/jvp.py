@@ -35,7 +35,6 @@ from dualgen.formulas import (
     clamp_mask,
     clamp_tensor_weight,
     conform,
-    convolution_backward_tangent,
     copy_broadcast,
     ctc_loss_log_probs_grad,
     cudnn_rnn_tangents,
@@ -9160,124 +9159,176 @@ def convolution_backward_default(
 ):
     """aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry convolution_backward
-    # result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    # result0: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] if result0 is not None else None
     if grad_output_t is not None and weight_t is not None:
-        result0_t = convolution_backward_tangent(
-            0,
-            result0,
-            grad_output_t,
-            weight_t,
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
+        result0_t = (
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                input_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0]
+            + torch.ops.aten.convolution_backward(
+                grad_output_p,
+                input_p,
+                weight_t,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                [True, False, False],
+            )[0]
+            if result0 is not None
+            else None
         )
     elif grad_output_t is not None:
-        result0_t = convolution_backward_tangent(
-            0,
+        result0_t = conform(
+            (
+                torch.ops.aten.convolution_backward(
+                    grad_output_t,
+                    input_p,
+                    weight_p,
+                    None,
+                    stride,
+                    padding,
+                    dilation,
+                    transposed,
+                    output_padding,
+                    groups,
+                    [True, False, False],
+                )[0]
+                if result0 is not None
+                else None
+            ),
             result0,
-            grad_output_t,
-            torch.zeros_like(weight_p),
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
         )
     elif weight_t is not None:
-        result0_t = convolution_backward_tangent(
-            0,
+        result0_t = conform(
+            (
+                torch.ops.aten.convolution_backward(
+                    grad_output_p,
+                    input_p,
+                    weight_t,
+                    None,
+                    stride,
+                    padding,
+                    dilation,
+                    transposed,
+                    output_padding,
+                    groups,
+                    [True, False, False],
+                )[0]
+                if result0 is not None
+                else None
+            ),
             result0,
-            torch.zeros_like(grad_output_p),
-            weight_t,
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
         )
     else:
         result0_t = None
-    # result1: convolution_backward_tangent(1, result1, grad_output_t, input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    # result1: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] if result1 is not None else None
     if grad_output_t is not None and input_t is not None:
-        result1_t = convolution_backward_tangent(
-            1,
-            result1,
-            grad_output_t,
-            input_t,
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
+        result1_t = (
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                input_p,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1]
+            + torch.ops.aten.convolution_backward(
+                grad_output_p,
+                input_t,
+                weight_p,
+                None,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                [False, True, False],
+            )[1]
+            if result1 is not None
+            else None
         )
     elif grad_output_t is not None:
-        result1_t = convolution_backward_tangent(
-            1,
+        result1_t = conform(
+            (
+                torch.ops.aten.convolution_backward(
+                    grad_output_t,
+                    input_p,
+                    weight_p,
+                    None,
+                    stride,
+                    padding,
+                    dilation,
+                    transposed,
+                    output_padding,
+                    groups,
+                    [False, True, False],
+                )[1]
+                if result1 is not None
+                else None
+            ),
             result1,
-            grad_output_t,
-            torch.zeros_like(input_p),
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
         )
     elif input_t is not None:
-        result1_t = convolution_backward_tangent(
-            1,
+        result1_t = conform(
+            (
+                torch.ops.aten.convolution_backward(
+                    grad_output_p,
+                    input_t,
+                    weight_p,
+                    None,
+                    stride,
+                    padding,
+                    dilation,
+                    transposed,
+                    output_padding,
+                    groups,
+                    [False, True, False],
+                )[1]
+                if result1 is not None
+                else None
+            ),
             result1,
-            torch.zeros_like(grad_output_p),
-            input_t,
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
         )
     else:
         result1_t = None
-    # result2: convolution_backward_tangent(2, result2, grad_output_t, None, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+    # result2: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, [False, False, True])[2] if result2 is not None else None
     if grad_output_t is not None:
-        result2_t = convolution_backward_tangent(
-            2,
-            result2,
-            grad_output_t,
-            None,
-            grad_output_p,
-            input_p,
-            weight_p,
-            stride,
-            padding,
-            dilation,
-            transposed,
-            output_padding,
-            groups,
+        result2_t = (
+            torch.ops.aten.convolution_backward(
+                grad_output_t,
+                input_p,
+                weight_p,
+                bias_sizes,
+                stride,
+                padding,
+                dilation,
+                transposed,
+                output_padding,
+                groups,
+                [False, False, True],
+            )[2]
+            if result2 is not None
+            else None
         )
     else:
         result2_t = None

@@ -1231,9 +1231,9 @@ TAYLOR[aten.bernoulli.p] = Linear()
 # bernoulli.Tensor: result: torch.zeros_like(self_t) + torch.zeros_like(p_t).expand_as(result)
 TAYLOR[aten.bernoulli.Tensor] = ByFormula()
 
-# convolution_backward: result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
-# convolution_backward: result1: convolution_backward_tangent(1, result1, grad_output_t, input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
-# convolution_backward: result2: convolution_backward_tangent(2, result2, grad_output_t, None, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+# convolution_backward: result0: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] if result0 is not None else None
+# convolution_backward: result1: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] if result1 is not None else None
+# convolution_backward: result2: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, [False, False, True])[2] if result2 is not None else None
 TAYLOR[aten.convolution_backward.default] = ByFormula()
 
 # avg_pool2d_backward: result: torch.ops.aten.avg_pool2d_backward(grad_output_t, self_p, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)

@@ -244,20 +244,6 @@ at::Tensor clamp_tensor_weight(
     c10::string_view which);
 std::vector<int64_t> concat_ints(at::IntArrayRef a, at::IntArrayRef b);
 at::Tensor conform(const at::Tensor& tangent, const at::Tensor& result);
-at::Tensor convolution_backward_tangent(
-    int64_t which,
-    const at::Tensor& result,
-    const at::Tensor& grad_output_t,
-    const at::Tensor& other_t,
-    const at::Tensor& grad_output,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    at::IntArrayRef stride,
-    at::IntArrayRef padding,
-    at::IntArrayRef dilation,
-    bool transposed,
-    at::IntArrayRef output_padding,
-    int64_t groups);
 at::Tensor copy_broadcast(const at::Tensor& t, const at::Tensor& like);
 at::Tensor ctc_loss_log_probs_grad(
     const at::Tensor& grad,

@@ -50,9 +50,6 @@ void bind_formulas(pybind11::module_& m) {
   m.def("no_derivative", [](const std::string& op, const std::string& argument, const std::string& value) {
     return no_derivative(op, argument, value);
   }, py::arg("op"), py::arg("argument"), py::arg("value"));
-  m.def("convolution_backward_tangent", [](int64_t which, const std::optional<at::Tensor>& result, const std::optional<at::Tensor>& grad_output_t, const std::optional<at::Tensor>& other_t, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, bool transposed, const std::vector<int64_t>& output_padding, int64_t groups) {
-    return convolution_backward_tangent(which, binding::tensor(result), binding::tensor(grad_output_t), binding::tensor(other_t), binding::tensor(grad_output), binding::tensor(input), binding::tensor(weight), stride, padding, dilation, transposed, output_padding, groups);
-  }, py::arg("which"), py::arg("result"), py::arg("grad_output_t"), py::arg("other_t"), py::arg("grad_output"), py::arg("input"), py::arg("weight"), py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("transposed"), py::arg("output_padding"), py::arg("groups"));
   m.def("norm_backward_tangent", [](int64_t which, const std::optional<at::Tensor>& result, const std::string& kind, const std::optional<std::vector<std::optional<at::Tensor>>>& tangents, const std::optional<std::vector<std::optional<at::Tensor>>>& primals, const pybind11::object& extra, bool train, double eps) {
     return norm_backward_tangent(which, binding::tensor(result), kind, binding::tensors(tangents), binding::tensors(primals), binding::int_list(extra), train, eps);
   }, py::arg("which"), py::arg("result"), py::arg("kind"), py::arg("tangents"), py::arg("primals"), py::arg("extra"), py::arg("train") = true, py::arg("eps") = 0.0);

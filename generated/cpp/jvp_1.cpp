@@ -605,28 +605,28 @@ Results convolution_backward_default(const Values& args, const Values& tangents,
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+  // result0: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] + torch.ops.aten.convolution_backward(grad_output_p, input_p, weight_t, None, stride, padding, dilation, transposed, output_padding, groups, [True, False, False])[0] if result0 is not None else None
   at::Tensor result0_t;
   if (present(grad_output_t) && present(weight_t)) {
-    result0_t = convolution_backward_tangent(0, result0, grad_output_t, weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result0_t = present(result0) ? std::get<0>(at::_ops::convolution_backward::call(grad_output_t, input_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})) + std::get<0>(at::_ops::convolution_backward::call(grad_output_p, input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})) : at::Tensor();
   } else if (present(grad_output_t)) {
-    result0_t = convolution_backward_tangent(0, result0, grad_output_t, at::zeros_like(weight_p), grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result0_t = conform(present(result0) ? std::get<0>(at::_ops::convolution_backward::call(grad_output_t, input_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})) : at::Tensor(), result0);
   } else if (present(weight_t)) {
-    result0_t = convolution_backward_tangent(0, result0, at::zeros_like(grad_output_p), weight_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result0_t = conform(present(result0) ? std::get<0>(at::_ops::convolution_backward::call(grad_output_p, input_p, weight_t, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{true, false, false})) : at::Tensor(), result0);
   }
-  // result1: convolution_backward_tangent(1, result1, grad_output_t, input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+  // result1: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] + torch.ops.aten.convolution_backward(grad_output_p, input_t, weight_p, None, stride, padding, dilation, transposed, output_padding, groups, [False, True, False])[1] if result1 is not None else None
   at::Tensor result1_t;
   if (present(grad_output_t) && present(input_t)) {
-    result1_t = convolution_backward_tangent(1, result1, grad_output_t, input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result1_t = present(result1) ? std::get<1>(at::_ops::convolution_backward::call(grad_output_t, input_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})) + std::get<1>(at::_ops::convolution_backward::call(grad_output_p, input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})) : at::Tensor();
   } else if (present(grad_output_t)) {
-    result1_t = convolution_backward_tangent(1, result1, grad_output_t, at::zeros_like(input_p), grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::convolution_backward::call(grad_output_t, input_p, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})) : at::Tensor(), result1);
   } else if (present(input_t)) {
-    result1_t = convolution_backward_tangent(1, result1, at::zeros_like(grad_output_p), input_t, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result1_t = conform(present(result1) ? std::get<1>(at::_ops::convolution_backward::call(grad_output_p, input_t, weight_p, std::nullopt, symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, true, false})) : at::Tensor(), result1);
   }
-  // result2: convolution_backward_tangent(2, result2, grad_output_t, None, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups)
+  // result2: torch.ops.aten.convolution_backward(grad_output_t, input_p, weight_p, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, [False, False, True])[2] if result2 is not None else None
   at::Tensor result2_t;
   if (present(grad_output_t)) {
-    result2_t = convolution_backward_tangent(2, result2, grad_output_t, None, grad_output_p, input_p, weight_p, stride, padding, dilation, transposed, output_padding, groups);
+    result2_t = present(result2) ? std::get<2>(at::_ops::convolution_backward::call(grad_output_t, input_p, weight_p, optional_symint_list(bias_sizes), symint_list(stride), symint_list(padding), symint_list(dilation), transposed, symint_list(output_padding), c10::SymInt(groups), std::array<bool, 3>{false, false, true})) : at::Tensor();
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }

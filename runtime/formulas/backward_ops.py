@@ -2,8 +2,9 @@
 
 A backward op's forward formula (and its own backward formula) differentiates the
 op's first derivative again: the second derivatives of elu, gelu, mish and binary
-cross entropy, glu's double backward, and the tangents and gradients of
-convolution_backward, embedding_dense_backward and the norms' backward ops. These
+cross entropy, glu's double backward, the gradients of convolution_backward
+and embedding_dense_backward, and the tangents and gradients of the norms'
+backward ops. These
 helpers serve only entries of `*_backward` ops.
 """
 
@@ -15,7 +16,6 @@ from dualgen.generated.helpers import channel_view, group_shape
 
 __all__ = [
     "convolution_backward_grads",
-    "convolution_backward_tangent",
     "embedding_dense_backward_grad",
     "glu_tangent",
     "norm_backward_grads",
@@ -41,48 +41,15 @@ def _conv_backward(grad_output, input, weight, conv_args, mask):
     )
 
 
-def convolution_backward_tangent(
-    which: int,
-    result,
-    grad_output_t,
-    other_t,
-    grad_output,
-    input,
-    weight,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
-):
-    """Tangent of output `which` of `convolution_backward` (None where that output
-    was not computed). With A(w) the convolution x -> conv(x, w) and C(x) the map
-    w -> conv(x, w), the outputs are A(w)^H g, C(x)^H g and the sum of g over all
-    but the channel dimension: bilinear in (g, w), bilinear in (g, x), linear in g.
-    `other_t` is the weight's tangent for output 0, the input's for output 1
-    (unused for output 2)."""
-    if result is None:
-        return None
-    args = (stride, padding, dilation, transposed, output_padding, groups)
-    if which == 2:
-        return grad_output_t.sum([0] + list(range(2, grad_output_t.dim())))
-    mask = [which == 0, which == 1, False]
-    tangent = _conv_backward(grad_output_t, input, weight, args, mask)[which]
-    if which == 0:
-        other = _conv_backward(grad_output, input, other_t, args, mask)[0]
-    else:
-        other = _conv_backward(grad_output, other_t, weight, args, mask)[1]
-    return tangent + other
-
-
 def convolution_backward_grads(
     grad_input_grad, grad_weight_grad, grad_bias_grad, grad_output, input, weight, args
 ) -> tuple:
     """Gradients of `convolution_backward` (grad_output, input, weight) from those of
-    its three outputs (None where absent), the adjoints of the maps in
-    `convolution_backward_tangent`: grad_output gets conv(gI, w) + conv(x, gW) + gb
-    (per channel), input gets A(gW)^H g and weight gets C(gI)^H g. `args`: the
+    its three outputs (None where absent). With A(w) the convolution x -> conv(x, w)
+    and C(x) the map w -> conv(x, w), the outputs are A(w)^H g, C(x)^H g and the
+    sum of g over all but the channel dimension (bilinear in (g, w), bilinear in
+    (g, x), linear in g), so grad_output gets conv(gI, w) + conv(x, gW) + gb (per
+    channel), input gets A(gW)^H g and weight gets C(gI)^H g. `args`: the
     convolution's own (stride, padding, dilation, transposed, output_padding,
     groups), as one tuple (a backward formula runs in Python only)."""
     go_grad = input_grad = weight_grad = None

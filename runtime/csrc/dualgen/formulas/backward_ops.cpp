@@ -1,7 +1,5 @@
 #include "formulas.h"  // generated from twins.yaml
 
-#include <array>
-
 namespace dualgen::formulas {
 
 namespace {
@@ -13,24 +11,6 @@ std::vector<int64_t> all_but_channel(int64_t ndim) {
     dims.push_back(d);
   }
   return dims;
-}
-
-// The convolution's own arguments that its backward passes through (twin of
-// backward_ops' `conv_args`).
-struct ConvArgs {
-  at::IntArrayRef stride, padding, dilation;
-  bool transposed;
-  at::IntArrayRef output_padding;
-  int64_t groups;
-};
-
-// Twin of _conv_backward: aten::convolution_backward without bias sizes.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
-    const at::Tensor& grad_output, const at::Tensor& input,
-    const at::Tensor& weight, const ConvArgs& conv, std::array<bool, 3> mask) {
-  return at::convolution_backward(
-      grad_output, input, weight, std::nullopt, conv.stride, conv.padding,
-      conv.dilation, conv.transposed, conv.output_padding, conv.groups, mask);
 }
 
 // Twin of _NormLayout: how one norm's tensors are laid out so that `dims` are
@@ -178,43 +158,6 @@ at::Tensor grad_input_tangent(
 }
 
 }  // namespace
-
-at::Tensor convolution_backward_tangent(
-    int64_t which,
-    const at::Tensor& result,
-    const at::Tensor& grad_output_t,
-    const at::Tensor& other_t,
-    const at::Tensor& grad_output,
-    const at::Tensor& input,
-    const at::Tensor& weight,
-    at::IntArrayRef stride,
-    at::IntArrayRef padding,
-    at::IntArrayRef dilation,
-    bool transposed,
-    at::IntArrayRef output_padding,
-    int64_t groups) {
-  if (!result.defined()) {
-    return at::Tensor();
-  }
-  if (which == 2) {
-    return grad_output_t.sum(all_but_channel(grad_output_t.dim()));
-  }
-  TORCH_CHECK_INDEX(which == 0 || which == 1, "tuple index out of range");
-  std::array<bool, 3> mask{which == 0, which == 1, false};
-  const ConvArgs args{stride, padding, dilation, transposed, output_padding,
-                      groups};
-  auto conv = [&](const at::Tensor& g, const at::Tensor& x, const at::Tensor& w) {
-    return conv_backward(g, x, w, args, mask);
-  };
-  if (which == 0) {
-    at::Tensor tangent = std::get<0>(conv(grad_output_t, input, weight));
-    at::Tensor other = std::get<0>(conv(grad_output, input, other_t));
-    return tangent + other;
-  }
-  at::Tensor tangent = std::get<1>(conv(grad_output_t, input, weight));
-  at::Tensor other = std::get<1>(conv(grad_output, other_t, weight));
-  return tangent + other;
-}
 
 at::Tensor norm_backward_tangent(
     int64_t which, const at::Tensor& result, c10::string_view kind,
