@@ -13,9 +13,11 @@ torch's, in one process, interleaved rounds, medians; float32, 2 threads.
   on a small convnet: an 8x8 image (64 inputs) through two 3x3 convolutions
   with tanh and a linear layer to 10 outputs.
 
-torch's calls run as torch ships; the batching rules dualgen gives torch's
-legacy vmap (which both vectorized jacobians batch tangents with) are removed
-while they run, and one row times torch's own call with them and without.
+Each round times as many calls as last about 50 ms (one call of a millisecond
+is mostly noise). torch's calls run as torch ships; the batching rules dualgen
+gives torch's legacy vmap (which both vectorized jacobians batch tangents with)
+are removed while they run, and one row times torch's own call with them and
+without.
 
     python bench/functional_speed.py [--rounds 11] [--threads 2]
 """
@@ -129,40 +131,49 @@ def cases() -> dict:
 DUALGEN_BASELINE = {"jacobian, forward-mode: dualgen vectorize=False against True"}
 
 
-def timed(case: str, implementation: str, fn) -> float:
-    """fn's time; torch's calls run as torch ships, without the legacy-vmap
-    batching rules dualgen registers (csrc/dualgen/batching.cpp), which speed
-    torch's own vectorized jacobians up too."""
+def timed(case: str, implementation: str, fn, calls: int = 1) -> float:
+    """The time of one call of fn, averaged over `calls` calls; torch's calls run
+    as torch ships, without the legacy-vmap batching rules dualgen registers
+    (csrc/dualgen/batching.cpp), which speed torch's own vectorized jacobians up
+    too."""
     as_shipped = implementation == "torch" and case not in DUALGEN_BASELINE
     if as_shipped:
         hot_path.set_batching_rules(False)
     try:
-        return seconds(fn)
+        return seconds(fn, calls)
     finally:
         if as_shipped:
             hot_path.set_batching_rules(True)
 
 
-def seconds(fn) -> float:
+def seconds(fn, calls: int) -> float:
     start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+# Each round times enough calls to last about this long: a single call of a
+# millisecond is mostly the timer's and the scheduler's noise.
+ROUND_SECONDS = 0.05
 
 
 def row(name: str, fns: dict, rounds: int) -> str:
     """The table's row for one case: medians of interleaved rounds, or which
     side raises what (a release that cannot run the case)."""
+    calls = {}
     for k, fn in fns.items():
         try:
-            timed(name, k, fn)  # warm up
+            once = timed(name, k, fn)  # warm up, and size the rounds
         except Exception as error:  # noqa: BLE001 - reported in the table
             first_line = (str(error).splitlines() or [""])[0][:60]
             reason = f"{k} raises {type(error).__name__}: {first_line}"
             return f"| {name} | {reason} | | |"
+        calls[k] = max(1, round(ROUND_SECONDS / max(once, 1e-6)))
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            times[k].append(timed(name, k, fn))
+            times[k].append(timed(name, k, fn, calls[k]))
     ours, theirs = (statistics.median(times[k]) for k in ("dualgen", "torch"))
     return (
         f"| {name} | {theirs * 1e3:.2f} ms | {ours * 1e3:.2f} ms "
