@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from dualgen.formulas.basics import (
+from dualgen.helper_basics import (
     channel_shape,
     concat_ints,
     dim_range,

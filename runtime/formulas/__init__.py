@@ -11,8 +11,8 @@ The others live in one module per family of ops, each with its own `__all__`,
 their C++ twins hand-written (runtime/csrc/dualgen/formulas/twins.yaml lists
 them). This package re-exports them all:
 
-- (`basics`: utilities one-source helpers may call, a leaf module; not formula
-  vocabulary, so not re-exported)
+- (`dualgen.helper_basics`, outside this package: utilities one-source helpers
+  may call, a leaf module; not formula vocabulary, so not re-exported)
 - `elementwise`: element-wise ops, and the general helpers (scale, unbroadcast,
   as_real_like, conform, ...) the other families and generated kernels use
 - `reductions`: reductions, scans and sorts

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import torch
 
-from dualgen.formulas.basics import refuse_dropout
 from dualgen.generated.helpers import (
     attention_acc,
     attention_probabilities,
@@ -40,6 +39,7 @@ from dualgen.generated.helpers import (
     finite_rows,
     sum_heads,
 )
+from dualgen.helper_basics import refuse_dropout
 
 __all__ = [
     "device_attention_backward_grads",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from dualgen.formulas.basics import int_list, no_derivative, refuse_dropout
 from dualgen.generated.helpers import (
     aligned_attention_bias,
     attention_acc,
@@ -25,6 +24,7 @@ from dualgen.generated.helpers import (
     attention_scale,
     finite_rows,
 )
+from dualgen.helper_basics import int_list, no_derivative, refuse_dropout
 
 from .attention import device_attention_backward_grads_with_bias, flash_attention_grads
 

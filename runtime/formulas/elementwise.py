@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from dualgen.generated.helpers import as_real_like, unbroadcast
-from dualgen.taylor.series import JetTensor
+from dualgen.taylor_series import JetTensor
 
 __all__ = [
     "angle_grad",

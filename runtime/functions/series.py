@@ -18,7 +18,7 @@ import inspect
 import torch
 from torch.autograd.function import FunctionCtx
 
-from ..taylor import series as taylor
+from .. import taylor_series as taylor
 from .call import has_setup_context
 from .differentiate import as_tuple, has_jvp
 from .user_rules import RULES

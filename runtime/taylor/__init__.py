@@ -2,8 +2,8 @@
 truncated Taylor series through every op with a forward formula, by the rule the
 generator read off the formula (generated/taylor.py). docs/taylor.md."""
 
+from ..taylor_series import JetTensor
 from . import arithmetic  # noqa: F401 (what JetTensor computes with)
 from .api import jet
-from .series import JetTensor
 
 __all__ = ["JetTensor", "jet"]

@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import torch_features
 from ..functions import hooks  # (a module: functions import this package too)
-from .series import JetTensor, callers_dispatch_keys, coefficient
+from ..taylor_series import JetTensor, callers_dispatch_keys, coefficient
 
 
 def jet(fun, primals, series):

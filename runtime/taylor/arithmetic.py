@@ -20,8 +20,7 @@ from ..dispatch.op_arguments import bind
 from ..missing import no_rule_message
 from ..rules.table import generated_kernels, rule_for_tracing
 from ..tangents import is_differentiable_dtype, tensors_in
-from .rules import ByFormula, Linear, Multilinear
-from .series import (
+from ..taylor_series import (
     JetTensor,
     coefficient,
     degree_of,
@@ -31,6 +30,7 @@ from .series import (
     use_arithmetic,
     value_of,
 )
+from .rules import ByFormula, Linear, Multilinear
 from .table import taylor_rule
 
 

@@ -1,11 +1,11 @@
-"""The C++ twins of dualgen.formulas.basics against their Python helpers."""
+"""The C++ twins of dualgen.helper_basics against their Python helpers."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dualgen.formulas import basics as py
+from dualgen import helper_basics as py
 
 # (dim, ndim) as reductions pass them: None or [] for all, lists, one int.
 CASES = [(None, 0), ([], 0), (None, 3), ([], 3), ([0], 3), ([-1], 3)]

@@ -118,5 +118,5 @@ def _twin(entry: RawEntry, folder: Path, sink: ErrorSink) -> Twin | None:
 
 def basics(twins: Twins) -> frozenset[str]:
     """The hand-written helpers one-source helpers may call: those of basics.cpp
-    (Python: dualgen.formulas.basics, a leaf module), so imports run one way."""
+    (Python: dualgen.helper_basics, a leaf module), so imports run one way."""
     return frozenset(t.name for t in twins.overloads if t.source == "basics.cpp")

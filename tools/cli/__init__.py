@@ -70,7 +70,7 @@ def one_source_helpers(spec_path: Path):
     if not helpers:
         return (), ()
     twins = load_twins(manifest_path(), "runtime/csrc/dualgen/formulas/twins.yaml")
-    from dualgen.formulas import basics as basics_module
+    from dualgen import helper_basics as basics_module
 
     # Bodies may call basics' utilities besides each other.
     use_one_source_helpers({n: getattr(basics_module, n) for n in basics(twins)})
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from ..analyse import analyse
     from ..emit_python import Emitter
-    from .stopwatch import running
+    from ..stopwatch import running
     from .write import format_files, read_existing, stale_diff, write_atomically
 
     with running() as clock:

@@ -24,12 +24,12 @@ def python_text(
     helpers: tuple[Helper, ...], basics: frozenset[str] = frozenset()
 ) -> str:
     """The Python of every helper; `basics`: the hand-written helpers of
-    dualgen.formulas.basics (a leaf module) that bodies may call."""
+    dualgen.helper_basics (a leaf module) that bodies may call."""
     names = sorted(h.name for h in helpers if not h.internal)
     called = sorted(basics & _names_called(helpers))
     imports = "from __future__ import annotations\n\nimport torch"
     if called:
-        imports += f"\n\nfrom dualgen.formulas.basics import {', '.join(called)}"
+        imports += f"\n\nfrom dualgen.helper_basics import {', '.join(called)}"
     parts = [
         PYTHON_HEADER.format(source=SOURCE, module=__name__),
         imports,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ..cli.stopwatch import lap
+from ..stopwatch import lap
 from .errors import ErrorSink, Location
 
 # Tags the YAML resolver gives plain scalars, lists and maps; anything else was

@@ -1,6 +1,10 @@
 """A truncated Taylor series as a tensor: `JetTensor` holds the normalised
 coefficients c_0..c_d of x(t) = c_0 + c_1 t + ... + c_d t^d, and every aten op on
-it is computed in truncated-polynomial arithmetic (`arithmetic.apply`).
+it is computed in truncated-polynomial arithmetic (`dualgen.taylor.arithmetic`).
+
+A leaf module beside the `dualgen.taylor` package, not in it: the formula helpers
+and custom Functions that only recognise a series import it without running the
+package, whose arithmetic reaches the rules and the generated kernels.
 
 A plain tensor among a jet's operands is a constant: its higher coefficients are
 zero, exactly. A jet's degree says how far its coefficients are known; an op on

@@ -1,8 +1,10 @@
 """Hand-written helpers that one-source helpers (helpers/*.yaml) may call: small
 utilities the formula vocabulary cannot write (sorting, Python's list building).
 
-A leaf module: it imports torch alone, so the generated helpers that call it and
-the hand-written families that call those import one way. Each has a C++ twin in
+A leaf module, outside the `dualgen.formulas` package: it imports torch alone,
+and importing it runs no package that re-exports the generated helpers, so the
+generated helpers that call it and the hand-written families that call those
+import one way, whichever is imported first. Each has a C++ twin in
 runtime/csrc/dualgen/formulas/basics.cpp, declared in twins.yaml.
 """
 
