@@ -105,7 +105,7 @@ py::object unpack_dual(const py::handle& tensor, const py::handle& level) {
   PyObject* found = nullptr;
   py::object tangent = py::none();
   switch (tangent_at(tensor.ptr(), dual, level, &found)) {
-    case Found::Slow: return shared->slow;  // derived from a base, or a node's to be
+    case Found::Slow: return shared->slow;  // derived from a base
     case Found::Tangent: tangent = py::reinterpret_borrow<py::object>(found); break;
     case Found::None: break;
   }

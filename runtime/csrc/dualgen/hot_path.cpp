@@ -6,13 +6,12 @@
 // with a tangent being level 0, a generated functional kernel (no user rule),
 // no autograd recording (nothing requires grad), tangents in their primals'
 // dtypes, and every input tangent a tensor's own or a rebuilt saved output's
-// (not derived from a view's base, not one waiting to move to its output's
-// node). Then it binds the arguments, reads the tangents,
-// runs the op once, runs the C++ kernel, lays each tangent out as native does
+// (not derived from a view's base). Then it binds the arguments, reads the
+// tangents, runs the op once, runs the C++ kernel, lays each tangent out as native does
 // and attaches it where the Python code reads tangents (the tensor's
 // `__dict__`, keyed by the Level object, and the Level's list of tensors): one
 // store, read by both. Anything else returns `SLOW` before the op runs, and the
-// Python path handles it; the choice is made before any side effect.
+// Python path handles it; the choice is made before the op runs.
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/Exceptions.h>
@@ -283,8 +282,8 @@ namespace {
 
 // The tangent of one input tensor at `level` (mode._tangent_arg), into
 // `tangent` (undefined if none); false where the Python path must read it (a
-// tangent derived from a base, a saved output's not yet settled, a complex or lazily negated
-// one, one of another dtype than its primal's).
+// tangent derived from a base, a complex or lazily negated one, one of
+// another dtype than its primal's).
 bool read_tangent(const at::Tensor& primal, const py::handle& level, bool grad_mode,
                   at::Tensor& tangent, bool& tracking) {
   PyObject* value = nullptr;
@@ -470,9 +469,16 @@ bool hot_path_applies(py::handle& level0) {
   if (state.attr(names->defer_next).cast<bool>() || state.attr(names->subclass_op).cast<bool>()) {
     return false;
   }
-  // Saved outputs' tangents to move onto their nodes (saved_tangents.py): the
-  // Python path does it, before an op that may consume those outputs.
-  if (PyList_GET_SIZE(state.attr(names->saved_to_move).ptr()) != 0) return false;
+  // Saved outputs' tangents to move onto their nodes (saved_tangents.py), as
+  // the mode does before an op that may consume those outputs.
+  if (PyList_GET_SIZE(state.attr(names->saved_to_move).ptr()) != 0) {
+    static py::object* move = nullptr;
+    if (move == nullptr) {
+      move = new py::object(
+          py::module_::import("dualgen.saved_tangents").attr("move_saved_tangents"));
+    }
+    (*move)();
+  }
   if (state.attr(names->cap).cast<int64_t>() != 0 ||
       !c10::AutogradState::get_tls_state().get_fw_grad_mode()) {
     return false;

@@ -20,11 +20,13 @@ SavedOutputs* saved_of(const py::handle& level, py::object& store) {
 }
 
 // The tangent the level remembered for an output with t's geometry and memory
-// (tangents.remembered_tangent): autograd's rebuilt saved outputs have one.
-// A plain tensor entry is found here (`*out`, borrowed: the entries hold it);
-// a tangent that moves to its output's node (saved_tangents.SavedTangent), or
-// a store of the Python backend's, is the Python path's.
-Found saved_tangent(const at::Tensor& t, const py::handle& level, PyObject** out) {
+// (tangents.remembered_tangent): autograd's rebuilt saved outputs have one,
+// into `*out` (borrowed: the entries hold it). One that moves to its output's
+// node (saved_tangents.SavedTangent) is resolved and, as tangent_of does,
+// made t's own (held by t's entries; the Python path's where t has no Python
+// object yet); a store of the Python backend's is the Python path's.
+Found saved_tangent(PyObject* obj, const at::Tensor& t, const py::handle& level,
+                    PyObject** out) {
   py::object store;
   SavedOutputs* saved = saved_of(level, store);
   if (saved == nullptr) {
@@ -34,7 +36,13 @@ Found saved_tangent(const at::Tensor& t, const py::handle& level, PyObject** out
   PyObject* entries = saved->find(t);
   PyObject* value = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
   if (value == nullptr || value == shared->no_tangent.ptr()) return Found::None;
-  if (!THPVariable_Check(value)) return Found::Slow;
+  if (!THPVariable_Check(value)) {
+    if (obj == nullptr) return Found::Slow;
+    py::object resolved = py::reinterpret_borrow<py::object>(value).attr("resolve")();
+    if (!THPVariable_Check(resolved.ptr())) return Found::None;  // (it died)
+    set_tangent(py::reinterpret_borrow<py::object>(obj), level, resolved.ptr());
+    value = resolved.ptr();
+  }
   *out = value;
   return Found::Tangent;
 }
@@ -80,7 +88,7 @@ Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
   }
   // A rebuilt saved output has a grad_fn; `output.detach().requires_grad_()`,
   // a leaf with no tangent, has not.
-  if (t.grad_fn() && !t._is_zerotensor()) return saved_tangent(t, level, out);
+  if (t.grad_fn() && !t._is_zerotensor()) return saved_tangent(obj, t, level, out);
   return Found::None;
 }
 

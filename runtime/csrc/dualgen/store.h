@@ -49,8 +49,8 @@ inline PyObject* python_of(const at::Tensor& t) {
 // t's tangent at `level`, as tangents.tangent_of finds it: its own entry
 // (`*out`); else, for a view, none if its forward base has none (a base with
 // one: Slow, the Python path derives the view's); else, for a rebuilt saved
-// output, the tangent its level remembered (Slow where that tangent waits to
-// move to the output's node). `obj`: t's Python object, or null where it has
+// output, the tangent its level remembered (then t's own; Slow where t has no
+// Python object to hold it). `obj`: t's Python object, or null where it has
 // none.
 Found tangent_at(PyObject* obj, const at::Tensor& t, const py::handle& level,
                  PyObject** out, int depth = 0);
