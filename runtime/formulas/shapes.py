@@ -79,12 +79,14 @@ def resize_tangent(self_t, result) -> torch.Tensor:
     changes its tangent's geometry in place, as auto_linear does). Where the
     resize grows self's memory, the tangent's grows alike, in place (its views
     keep sharing it), the memory it adds zero: the fallback then copies the
-    values, and their tangents, into it."""
+    values, and their tangents, into it. The memory grows through a view of
+    self_t, so that an enclosing level grows self_t's own tangent alike (nested
+    levels: self_t is a dual there)."""
     extent = 1 + sum((n - 1) * s for n, s in zip(result.shape, result.stride()))
     needed = self_t.storage_offset() + extent if result.numel() else 0
     length = self_t.untyped_storage().nbytes() // self_t.element_size()
     if needed > length:
-        memory = self_t.new_empty(0).set_(self_t.untyped_storage())
+        memory = self_t.as_strided([length], [1], 0)
         memory.resize_(needed)
         memory[length:].zero_()
     return self_t.as_strided_(result.shape, result.stride(), self_t.storage_offset())

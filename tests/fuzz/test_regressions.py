@@ -216,6 +216,20 @@ REGRESSIONS = {
         """,
         nested=True,
     ),
+    # Nested: an in-place view op on an expanded conjugate view reaches the
+    # mode as torch's conjugate fallback runs it, a resize_ that grows the
+    # memory; the inner tangent's memory grew, its own (outer) tangent's did
+    # not, so laying it out failed: once a dualgen defect.
+    "nested_resize_growing_a_conj_views_memory": Regression(
+        f"""
+        x0 = input(torch.tensor([[(0.5+1.0j), (-1.0+0.25j)], [(2.0-0.5j), (0.75+0.0j)]], {C128}), v=torch.tensor([[(1.0+0.5j), (0.25-1.0j)], [(0.0+1.0j), (-0.5+0.5j)]], {C128}), u=torch.tensor([[(0.5+0.0j), (1.0+1.0j)], [(-1.0+0.25j), (0.0-0.5j)]], {C128}))
+        x4 = (x0 * x0).conj()
+        x5 = x4.expand(2, *x4.shape)
+        x5.unsqueeze_(0)
+        x5.squeeze_(0)
+        """,
+        nested=True,
+    ),
     # Nested: torch.func shares native's in-place aliasing defect.
     "nested_inplace_square": Regression(
         f"""

@@ -14,8 +14,9 @@ at::Tensor resize_tangent(const at::Tensor& self_t, const at::Tensor& result) {
       static_cast<int64_t>(self_t.element_size());
   if (needed > length) {
     // The tangent's memory grows in place (its views keep sharing it), the
-    // memory it adds zero.
-    at::Tensor memory = at::empty({0}, self_t.options()).set_(self_t.storage());
+    // memory it adds zero; through a view of self_t, so that an enclosing
+    // level grows self_t's own tangent alike (nested levels).
+    at::Tensor memory = self_t.as_strided({length}, {1}, 0);
     memory.resize_({needed});
     memory.narrow(0, length, needed - length).zero_();
   }
