@@ -75,8 +75,8 @@ def describe(op):
     """(C++ kernel, differentiable input positions, which are lists, which
     outputs are differentiable, the note its errors get, whether it is a view,
     whether its formula reads the outputs, whether it is an in-place op, whether
-    its formula reads self as it was, the (name, overload) of an in-place view
-    op's out-of-place view or None) for an op the hot path may run; None if the
+    its formula reads self as it was, an in-place view op's out-of-place view op
+    or None) for an op the hot path may run; None if the
     Python path must (a user rule, a kernel table under test, an op without a
     generated C++ kernel, an in-place op whose self is not differentiable or
     that returns more than self)."""
@@ -104,17 +104,8 @@ def describe(op):
         rule.uses_outputs,
         inplace,
         rule.needs_original_self,
-        _view_form_name(op) if inplace and torch.Tag.inplace_view in op.tags else None,
+        view_form(op) if inplace and torch.Tag.inplace_view in op.tags else None,
     )
-
-
-def _view_form_name(op):
-    """The schema name and overload ("" for the default) of `view_form(op)`."""
-    view = view_form(op)
-    if view is None:
-        return None
-    overload = view._overloadname
-    return view._schema.name, "" if overload == "default" else overload
 
 
 def front_ops() -> list:

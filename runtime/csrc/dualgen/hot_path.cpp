@@ -92,6 +92,14 @@ namespace {
 
 std::unordered_map<PyObject*, OpEntry>* ops = nullptr;
 
+// An OpOverload's operator in the dispatcher (its default overload named "").
+std::optional<c10::OperatorHandle> handle_of(const py::handle& func) {
+  const auto name = func.attr("_schema").attr("name").cast<std::string>();
+  auto overload = func.attr("_overloadname").cast<std::string>();
+  if (overload == "default") overload = "";
+  return c10::Dispatcher::singleton().findSchema({name, overload});
+}
+
 const OpEntry& entry_of(const py::handle& func) {
   auto it = ops->find(func.ptr());
   if (it != ops->end()) return it->second;
@@ -108,17 +116,13 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.uses_outputs = t[6].cast<bool>();
     entry.inplace = t[7].cast<bool>();
     entry.original_self = t[8].cast<bool>();
-    if (!t[9].is_none()) {
-      const auto form = t[9].cast<std::pair<std::string, std::string>>();
-      entry.view_form = c10::Dispatcher::singleton().findSchema({form.first, form.second});
-    }
+    if (!t[9].is_none()) entry.view_form = handle_of(t[9]);
   }
   const auto name = func.attr("_schema").attr("name").cast<std::string>();
-  auto overload = func.attr("_overloadname").cast<std::string>();
-  if (overload == "default") overload = "";
-  entry.handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  const auto overload = func.attr("_overloadname").cast<std::string>();
+  entry.handle = handle_of(func);
   entry.fast = entry.kernel != nullptr && entry.handle.has_value();
-  entry.copy = name == "aten::copy_" && overload.empty();
+  entry.copy = name == "aten::copy_" && overload == "default";
   entry.raw = func.attr("_op");
   entry.is_view_op = func.attr("is_view").cast<bool>();
   entry.detach = func.is(shared->detach);
