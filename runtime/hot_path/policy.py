@@ -19,6 +19,7 @@ import torch
 from .. import backend
 from ..dispatch.decompositions import has_decomposition
 from ..dispatch.inplace import view_form
+from ..dispatch.tracked import defers
 from ..levels import (
     FORWARD_BASE,
     NO_TANGENT,
@@ -76,7 +77,8 @@ def describe(op):
     outputs are differentiable, the note its errors get, whether it is a view,
     whether its formula reads the outputs, whether it is an in-place op, whether
     its formula reads self as it was, an in-place view op's out-of-place view op
-    or None) for an op the hot path may run; None if the
+    or None, what the front kernel does where autograd records it
+    (`front_when_recorded`)) for an op the hot path may run; None if the
     Python path must (a user rule, a kernel table under test, an op without a
     generated C++ kernel, an in-place op whose self is not differentiable or
     that returns more than self)."""
@@ -105,7 +107,41 @@ def describe(op):
         inplace,
         rule.needs_original_self,
         view_form(op) if inplace and torch.Tag.inplace_view in op.tags else None,
+        front_when_recorded(op, info.kind, rule.uses_outputs),
     )
+
+
+# What the front kernel does where autograd records an op (front_when_recorded).
+ONCE, AGAIN, MODE = 0, 1, 2
+
+
+def front_when_recorded(op, kind: str, uses_outputs: bool) -> int:
+    """What the front kernel does with `op` where autograd records it
+    (hot_path.cpp, `run_bound`): `ONCE`, `AGAIN` (the op runs a second time,
+    recorded on a node of its own, for the formula to read) or `MODE` (it
+    declines: the mode's Python path takes the op).
+
+    A formula that reads the user's outputs gives the tangent a graph holding
+    the user's node, which holds the tangent for forward over reverse: a cycle
+    through autograd's C++ graph that lives until the level ends (native forward
+    AD has it too). An op that computes the same outputs again and changes
+    nothing runs again, where its operands are small (`runs_again` there: at
+    larger sizes the mode's round trip costs less): no argument it writes
+    (batch norm's running statistics), no random draw, no aliasing or list
+    outputs. An op whose backward needs a single node (`tracked.defers`) runs
+    once, as native does; the rest go to the mode, which records them once and
+    holds their tangents from the node (saved_tangents.py)."""
+    if not uses_outputs or defers(op):
+        return ONCE
+    schema = op._schema
+    if (
+        kind != "functional"
+        or torch.Tag.nondeterministic_seeded in op.tags
+        or any(a.alias_info is not None for a in schema.arguments)
+        or any(str(r.type).startswith("List") for r in schema.returns)
+    ):
+        return MODE
+    return AGAIN
 
 
 def front_ops() -> list:

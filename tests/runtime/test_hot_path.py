@@ -458,3 +458,48 @@ def test_choosing_the_cpp_backend_again_keeps_the_front_kernel():
                 ), name
     finally:
         dualgen.set_kernel_backend(before)
+
+
+def _recorded_step(ad, w, tw, x, seed):
+    """A training step's forward with a dual weight that requires grad: random
+    draws (dropout, normal), an op writing an argument (batch norm's running statistics)
+    and output-reading formulas at both sizes the front kernel tells apart
+    (`runs_again`); the output, its tangent, the statistics, and the gradient's
+    tangent (forward over reverse)."""
+    leaf = w.detach().requires_grad_(True)
+    bn = torch.nn.BatchNorm1d(x.shape[1], dtype=x.dtype).train()
+    torch.manual_seed(seed)
+    with ad.dual_level():
+        dual = ad.make_dual(leaf, tw)
+        h, _ = torch.native_dropout(x @ dual, 0.5, True)  # (what CUDA's dropout calls)
+        h = torch.normal(h, torch.sigmoid(h))  # its formula reads the draw
+        h = bn(torch.tanh(h).exp())
+        big = torch.sigmoid(h.repeat(1, 200)).softmax(-1)  # operands past 2^14 elements
+        out = h.sum() + big.sum()
+        (grad,) = torch.autograd.grad(out, leaf, create_graph=True)
+        primal, tangent = ad.unpack_dual(out)
+        return (
+            primal.detach(),
+            tangent.detach(),
+            bn.running_mean.clone(),
+            bn.running_var.clone(),
+            ad.unpack_dual(grad).tangent.detach(),
+        )
+
+
+def test_recorded_ops_run_again_only_where_nothing_changes(backend):
+    """Where autograd records, the front kernel runs an op whose formula reads its
+    outputs a second time (its tangent must not hold the user's node) only where
+    that computes the same and changes nothing: dropout's mask is drawn once (the
+    same as native's from the same seed), batch norm's running statistics move
+    once; the large ops go to the mode. The same as native and the Python path."""
+    g = torch.Generator(DEVICE).manual_seed(7)
+    x = torch.randn(16, 8, dtype=torch.float64, generator=g)
+    w, tw = (torch.randn(8, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    dualgen.set_kernel_backend("cpp")
+    with declined_ops() as declined:
+        got = _recorded_step(fwAD, w, tw, x, seed=11)
+    assert "aten.tanh.default" not in declined  # (the large: the mode's C++ path)
+    torch.testing.assert_close(got, _recorded_step(native_ad, w, tw, x, seed=11))
+    dualgen.set_kernel_backend("python")
+    torch.testing.assert_close(got, _recorded_step(fwAD, w, tw, x, seed=11))

@@ -117,6 +117,7 @@ const OpEntry& entry_of(const py::handle& func) {
     entry.inplace = t[7].cast<bool>();
     entry.original_self = t[8].cast<bool>();
     if (!t[9].is_none()) entry.view_form = handle_of(t[9]);
+    entry.recorded = static_cast<OpEntry::Recorded>(t[10].cast<int>());
   }
   const auto name = func.attr("_schema").attr("name").cast<std::string>();
   const auto overload = func.attr("_overloadname").cast<std::string>();
@@ -160,17 +161,32 @@ bool kept_by_its_node(const c10::FunctionSchema& schema, const at::Tensor& t) {
   return keeps;
 }
 
+// Whether the front kernel runs a recorded op a second time for its formula
+// (policy.front_when_recorded): where it may, and its operands are small
+// enough that running it again costs less than the mode's round trip (which
+// runs it once, and whose nodes share the outputs' memory).
+bool runs_again(const OpEntry& op, const torch::jit::Stack& stack) {
+  if (op.recorded != OpEntry::Recorded::Again) return false;
+  constexpr int64_t most = int64_t{1} << 14;  // elements over all tensor operands
+  int64_t elements = 0;
+  return !any_tensor(stack, [&](const at::Tensor& t) { return (elements += t.numel()) > most; });
+}
+
 // What the op returns to Python: its one output, or a tuple; outputs autograd
 // saves and will rebuild are remembered (tangents.remember_saved_outputs).
-py::object returned(const std::vector<py::object>& outs, bool tracking,
+py::object returned(const std::vector<py::object>& outs, bool tracking, const OpEntry& op,
                     const c10::FunctionSchema& schema, const py::handle& level) {
   if (outs.empty()) return py::none();
+  // From the mode, a tangent computed from the recorded outputs has a graph
+  // holding their memory, which holds the entry: the entry holds it weakly
+  // until it moves to the output's node (saved_tangents.saved_form).
+  const bool weakly = !in_front && op.uses_outputs;
   for (size_t k = 0; tracking && k < outs.size(); ++k) {
     // (From the mode, below autograd, the node that will record an output is
     // not made yet: every output is remembered.)
     each_tensor(outs[k], [&](const py::handle& t) {
       if (!in_front || kept_by_its_node(schema, THPVariable_Unpack(t.ptr()))) {
-        remember_output(t, level);
+        remember_output(t, level, weakly);
       }
     });
   }
@@ -429,6 +445,9 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
   if (tracking && !in_front && op.uses_outputs && (op.view || returns_list(schema))) {
     return shared->slow;
   }
+  if (tracking && in_front && op.recorded != OpEntry::Recorded::Once && !runs_again(op, stack)) {
+    return shared->slow;
+  }
   py::object source = op.is_view_op ? first_argument(stack) : py::object();
   const Values primals(stack.begin(), stack.end());
   // Formulas run as the Python kernels do (tangents.autograd_enabled): with the
@@ -437,9 +456,17 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
   const FormulaKeys formula = formula_keys();
   Values kernel_outputs;
   if (in_front) {
-    // Above autograd: the op runs through it, recorded as native records it,
-    // and the formula reads the outputs the user gets (those autograd saves).
+    // Above autograd: the op runs through it, recorded as native records it.
     op.handle->callBoxed(stack);
+    if (tracking && op.uses_outputs && op.recorded == OpEntry::Recorded::Again) {
+      // The formula reads outputs of a second run, recorded on a node of its
+      // own: read from the user's, the tangent's graph would hold the user's
+      // node, which holds the tangent (saved outputs), until the level ends.
+      torch::jit::Stack again(primals.begin(), primals.end());
+      op.handle->callBoxed(again);
+      kernel_outputs.assign(again.begin(), again.end());
+    }
+    // Otherwise the formula reads the outputs the user gets (those autograd saves).
   } else if (tracking && op.uses_outputs) {
     // tracked._run_tracked: the op runs once, recorded, so the outputs the
     // formula reads are in the graph; the mode hands back detached aliases.
@@ -460,7 +487,7 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
   c10::impl::ForceDispatchKeyGuard keys(formula.included, formula.excluded);
   const Results results =
       run_kernel(op, primals, tangents, kernel_outputs.empty() ? stack : kernel_outputs);
-  return returned(attach(op, schema, stack, results, tangents, level0, source), tracking,
+  return returned(attach(op, schema, stack, results, tangents, level0, source), tracking, op,
                   schema, level0);
 }
 

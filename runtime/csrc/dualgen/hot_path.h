@@ -32,6 +32,9 @@ struct OpEntry {
   // An in-place view op's out-of-place view (squeeze for squeeze_): what a
   // tangent batched by vmap becomes (inplace.batched_view_tangent).
   std::optional<c10::OperatorHandle> view_form;
+  // Where autograd records it, in front (policy.front_when_recorded): the op
+  // runs once, again on a node of its own for the formula, or goes to the mode.
+  enum class Recorded { Once, Again, Mode } recorded = Recorded::Once;
 };
 
 // The kernel; an error it raises reaches Python as the Python kernel's would

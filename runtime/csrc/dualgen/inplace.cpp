@@ -145,7 +145,7 @@ py::object update_batched_view(const OpEntry& op, torch::jit::Stack& stack,
   py::object tangent = torch::jit::toPyObject(view_stack[0]);
   set_tangent(py::reinterpret_borrow<py::object>(self), level, tangent.ptr());
   py::object out = torch::jit::toPyObject(stack[0]);
-  if (tracking) remember_output(out, level);  // tangents.remember_saved_outputs
+  if (tracking) remember_output(out, level, false);  // tangents.remember_saved_outputs
   return out;
 }
 

@@ -51,18 +51,28 @@ Found saved_tangent(PyObject* obj, const at::Tensor& t, const py::handle& level,
 
 // One with a tangent entry at `level` is remembered by the level's saved
 // outputs (under its geometry, while its memory lives, not holding it).
-void remember_output(const py::handle& out, const py::handle& level) {
+void remember_output(const py::handle& out, const py::handle& level, bool weakly) {
   PyObject** dict = _PyObject_GetDictPtr(out.ptr());
   if (dict == nullptr || *dict == nullptr) return;
   PyObject* entries = PyDict_GetItemWithError(*dict, shared->tangents.ptr());
-  if (entries == nullptr || PyDict_GetItemWithError(entries, level.ptr()) == nullptr) return;
+  PyObject* tangent = entries ? PyDict_GetItemWithError(entries, level.ptr()) : nullptr;
+  if (tangent == nullptr) return;
   const at::Tensor& t = THPVariable_Unpack(out.ptr());
   if (t._is_zerotensor()) return;
+  py::object kept = py::reinterpret_borrow<py::object>(entries);
+  if (weakly && THPVariable_Check(tangent) && THPVariable_Unpack(tangent).requires_grad()) {
+    static py::object* saved_form = nullptr;
+    if (saved_form == nullptr) {
+      saved_form = new py::object(
+          py::module_::import("dualgen.saved_tangents").attr("saved_form"));
+    }
+    kept = (*saved_form)(kept, level, out);
+  }
   py::object store;
   if (SavedOutputs* saved = saved_of(level, store)) {
-    saved->remember(t, entries);
+    saved->remember(t, kept);
   } else {
-    store.attr(names->remember)(out, py::reinterpret_borrow<py::object>(entries));
+    store.attr(names->remember)(out, kept);
   }
 }
 

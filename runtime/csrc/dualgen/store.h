@@ -67,8 +67,9 @@ void drop_entries(const py::handle& level);
 // tensor's tangent, not its memory's owner's.
 void note_view(const py::object& view, const py::handle& source);
 
-// tangents.remember_saved_outputs for one output.
-void remember_output(const py::handle& out, const py::handle& level);
+// tangents.remember_saved_outputs for one output; `weakly`: a tangent with a
+// graph of its own is kept in its saved form (saved_tangents.saved_form).
+void remember_output(const py::handle& out, const py::handle& level, bool weakly);
 
 // A real, unnegated, strided tensor with storage: what the hot path computes with.
 inline bool plain(const at::Tensor& t) {
