@@ -3617,9 +3617,9 @@ def hardswish__default(self_p, self_t, result):
 def hardsigmoid_default(self_p, self_t, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry hardsigmoid
-    # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    # result: torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
     if self_t is not None:
-        return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
+        return torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
     else:
         return None
 
@@ -3628,9 +3628,9 @@ def hardsigmoid__default(self_p, self_t, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry hardsigmoid
     # formulas from hardsigmoid; self_p is self before the update
-    # result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+    # result: torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
     if self_t is not None:
-        return torch.ops.aten.hardsigmoid_backward(self_t.conj(), self_p).conj()
+        return torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
     else:
         return None
 
@@ -7232,9 +7232,9 @@ def rrelu_with_noise_backward_default(
 def hardsigmoid_backward_default(grad_output_p, self_p, grad_output_t, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry hardsigmoid_backward
-    # result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+    # result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, -3, 3) / 6
     if grad_output_t is not None:
-        return torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+        return torch.ops.aten.hardtanh_backward(grad_output_t, self_p, -3, 3) / 6
     else:
         return None
 

@@ -4249,7 +4249,7 @@ KERNELS[aten.hardsigmoid.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=False,
     jvp_uses_outputs=False,
-    element_wise_jvp=True,
+    element_wise_jvp=False,
     derived_from=None,
     cpp_kernel="aten::hardsigmoid.default",
 )
@@ -4266,7 +4266,7 @@ KERNELS[aten.hardsigmoid_.default] = KernelInfo(
     differentiable_outputs=("result",),
     needs_original_self=True,
     jvp_uses_outputs=False,
-    element_wise_jvp=True,
+    element_wise_jvp=False,
     derived_from="hardsigmoid",
     cpp_kernel="aten::hardsigmoid_.default",
 )

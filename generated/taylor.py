@@ -500,7 +500,7 @@ TAYLOR[aten.frexp.Tensor] = ByFormula()
 # hardswish: result: auto_element_wise, from self: torch.ops.aten.hardswish_backward(grad, self)
 TAYLOR[aten.hardswish.default] = ByFormula()
 
-# hardsigmoid: result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+# hardsigmoid: result: torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
 TAYLOR[aten.hardsigmoid.default] = ByFormula()
 
 # hardtanh: result: auto_element_wise, from self: torch.ops.aten.hardtanh_backward(grad, self, min_val, max_val)
@@ -1078,7 +1078,7 @@ TAYLOR[aten.leaky_relu_backward.default] = Linear()
 # rrelu_with_noise_backward: result: torch.ops.aten.rrelu_with_noise_backward(grad_output_t, self_p, noise_p, lower, upper, training, self_is_result)
 TAYLOR[aten.rrelu_with_noise_backward.default] = Linear()
 
-# hardsigmoid_backward: result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+# hardsigmoid_backward: result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, -3, 3) / 6
 TAYLOR[aten.hardsigmoid_backward.default] = Linear()
 
 # hardswish_backward: result: torch.ops.aten.hardswish_backward(grad_output_t, self_p) + torch.where((self_p > -3) & (self_p < 3), grad_output_p * self_t / 3, 0.0)

@@ -2504,8 +2504,8 @@ def hardswish__default(grad, self, result):
 def hardsigmoid_default(grad, self, result):
     """aten::hardsigmoid(Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry hardsigmoid
-    # self: torch.ops.aten.hardsigmoid_backward(grad, self)
-    self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    # self: torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
+    self_grad = torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
     return (self_grad,)
 
 
@@ -2513,8 +2513,8 @@ def hardsigmoid__default(grad, self, result):
     """aten::hardsigmoid_(Tensor(a!) self) -> Tensor(a!)"""
     # inplace, derivatives.yaml entry hardsigmoid
     # formulas from hardsigmoid; self_p is self before the update
-    # self: torch.ops.aten.hardsigmoid_backward(grad, self)
-    self_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    # self: torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
+    self_grad = torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
     return (self_grad,)
 
 
@@ -4924,8 +4924,8 @@ def rrelu_with_noise_backward_default(
 def hardsigmoid_backward_default(grad, grad_output, self, result):
     """aten::hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry hardsigmoid_backward
-    # grad_output: torch.ops.aten.hardsigmoid_backward(grad, self)
-    grad_output_grad = torch.ops.aten.hardsigmoid_backward(grad, self)
+    # grad_output: torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
+    grad_output_grad = torch.ops.aten.hardtanh_backward(grad, self, -3, 3) / 6
     return (grad_output_grad,)
 
 

@@ -542,9 +542,9 @@ Results hardsigmoid_backward_default(const Values& args, const Values& tangents,
   const at::Tensor self_p = unpack<at::Tensor>(args[1]);
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.hardsigmoid_backward(grad_output_t, self_p)
+  // result: torch.ops.aten.hardtanh_backward(grad_output_t, self_p, -3, 3) / 6
   if (present(grad_output_t)) {
-    return {dualgen::value(at::_ops::hardsigmoid_backward::call(grad_output_t, self_p))};
+    return {dualgen::value(at::_ops::hardtanh_backward::call(grad_output_t, self_p, -3, 3) / 6)};
   }
   return {dualgen::value(None)};
 }

@@ -331,9 +331,9 @@ Results hardsigmoid_default(const Values& args, const Values& tangents, const Va
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+  // result: torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::hardsigmoid_backward::call(self_t.conj(), self_p).conj())};
+    return {dualgen::value(at::_ops::hardtanh_backward::call(self_t, self_p, -3, 3) / 6)};
   }
   return {dualgen::value(None)};
 }
@@ -345,9 +345,9 @@ Results hardsigmoid__default(const Values& args, const Values& tangents, const V
   const at::Tensor self_p = unpack<at::Tensor>(args[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: auto_element_wise, from self: torch.ops.aten.hardsigmoid_backward(grad, self)
+  // result: torch.ops.aten.hardtanh_backward(self_t, self_p, -3, 3) / 6
   if (present(self_t)) {
-    return {dualgen::value(at::_ops::hardsigmoid_backward::call(self_t.conj(), self_p).conj())};
+    return {dualgen::value(at::_ops::hardtanh_backward::call(self_t, self_p, -3, 3) / 6)};
   }
   return {dualgen::value(None)};
 }

@@ -154,6 +154,38 @@ def test_native_reverse_over_forward_softmax_fails_documented(name):
         reverse_over_forward(native_fwAD, f, x, u, randn(3, 3))
 
 
+# Reverse over forward where native raises or is silently wrong.
+BEYOND_NATIVE = {
+    # native: "derivative for aten::hardsigmoid_backward is not implemented"
+    "hardsigmoid": lambda x: torch.nn.functional.hardsigmoid(x * 2) * x,
+    # native: its tangent holds layer_norm's mean and rstd as constants
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, (3,)) * x,
+}
+
+
+@pytest.mark.parametrize("name", BEYOND_NATIVE)
+def test_reverse_over_forward_beyond_native(name):
+    """The gradient of <tangent, w> with respect to the primal, along a random
+    direction, against central differences of <tangent, w>."""
+    f = BEYOND_NATIVE[name]
+    torch.manual_seed(2)
+    x, u, w, v = (randn(3, 3) for _ in range(4))
+
+    def weighted_tangent(x):
+        with dual_fwAD.dual_level():
+            tangent = dual_fwAD.unpack_dual(f(dual_fwAD.make_dual(x, u))).tangent
+            return (tangent * w).sum()
+
+    leaf = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(weighted_tangent(leaf), leaf)
+    eps = 1e-6
+    with torch.no_grad():
+        expected = (weighted_tangent(x + eps * v) - weighted_tangent(x - eps * v)) / (
+            2 * eps
+        )
+    assert_close((grad * v).sum(), expected, rtol=1e-6, atol=1e-8)
+
+
 def test_reverse_over_forward_mlp_parameters():
     torch.manual_seed(1)
     model = mlp()
