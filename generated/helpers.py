@@ -361,6 +361,38 @@ def attention_forward_tile(
     return [lse_t, torch.matmul(pds, vv) + torch.matmul(p, vv_t)]
 
 
+def attention_block_logsumexp(q, key, attn_mask, q_start, is_causal, scale):
+    """The (B, H, rows) logsumexp of the scores of the query block q (accumulation
+    dtype; its first row is query row q_start) over every key, as the CPU flash
+    kernel computes it (0 for a row masked everywhere): one pass over the key
+    tiles, no L x S tensor held. Differentiable, where the kernel's is not
+    (autograd gives that output no gradient).
+
+    C++:
+    attention_block_logsumexp(Tensor q, Tensor key, Tensor attn_mask, int q_start, bool is_causal, float scale) -> Tensor
+    """
+    heads = q.size(1)
+    ql = q.size(2)
+    keys = key.size(2)
+    kb = attention_key_block(keys)
+    row_lse = torch.full_like(q.narrow(-1, 0, 1), -torch.inf)
+    for j in dim_range(0, block_count(keys, kb)):
+        ks = j * kb
+        kl = block_length(keys, ks, kb)
+        if not is_causal or ks < q_start + ql:
+            kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads)
+            s = attention_tile_scores(
+                q,
+                kk,
+                mask_tile(attn_mask, q_start, ql, ks, kl),
+                is_causal,
+                q_start - ks,
+                scale,
+            )
+            row_lse = torch.logaddexp(row_lse, s.logsumexp(-1, keepdim=True))
+    return row_lse.masked_fill(torch.isneginf(row_lse), 0.0).squeeze(-1)
+
+
 def attention_forward(query, key, value, attn_mask, is_causal, scale):
     """(out, logsumexp) of attention as the CPU flash kernel computes them (a row
     masked everywhere: 0 and 0), in the accumulation dtype, blockwise: per query
@@ -381,22 +413,7 @@ def attention_forward(query, key, value, attn_mask, is_causal, scale):
         qs = i * qb
         ql = block_length(queries, qs, qb)
         q = attention_acc(query.narrow(2, qs, ql))
-        row_lse = torch.full_like(q.narrow(-1, 0, 1), -torch.inf)
-        for j in dim_range(0, block_count(keys, kb)):
-            ks = j * kb
-            kl = block_length(keys, ks, kb)
-            if not is_causal or ks < qs + ql:
-                kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads)
-                s = attention_tile_scores(
-                    q,
-                    kk,
-                    mask_tile(attn_mask, qs, ql, ks, kl),
-                    is_causal,
-                    qs - ks,
-                    scale,
-                )
-                row_lse = torch.logaddexp(row_lse, s.logsumexp(-1, keepdim=True))
-        row_lse = row_lse.masked_fill(torch.isneginf(row_lse), 0.0).squeeze(-1)
+        row_lse = attention_block_logsumexp(q, key, attn_mask, qs, is_causal, scale)
         rows = q.new_zeros([q.size(0), heads, ql, value.size(3)])
         for j in dim_range(0, block_count(keys, kb)):
             ks = j * kb
@@ -441,8 +458,11 @@ def flash_attention_tangent(
     the flash kernels compute the forward: P comes from the op's logsumexp one
     (query block, key block) tile at a time (`attention_forward_tile`: 5 matmul-
     equivalents per tile against the forward's 2), so no L x S tensor is ever
-    held; the query blocks' rows are joined at the end. attn_mask_t may be None
-    (no mask, or a mask without tangent). Refuses dropout_p != 0.
+    held; the query blocks' rows are joined at the end. Where autograd records
+    the primals (reverse over forward), logsumexp is computed again,
+    differentiably (`attention_block_logsumexp`): autograd gives the op's none,
+    and a tangent read from it would have a wrong gradient. attn_mask_t may be
+    None (no mask, or a mask without tangent). Refuses dropout_p != 0.
 
     C++:
     flash_attention_tangent(Tensor query_t, Tensor key_t, Tensor value_t, Tensor attn_mask_t, Tensor query, Tensor key, Tensor value, Tensor attn_mask, Tensor output, Tensor logsumexp, float dropout_p, bool is_causal, float? scale) -> Tensor[]
@@ -457,12 +477,19 @@ def flash_attention_tangent(
     out = attention_acc(output)
     lse_t = lse.narrow(2, 0, 0)
     out_t = out.narrow(2, 0, 0)
+    recorded = (
+        query.requires_grad
+        or key.requires_grad
+        or (attn_mask is not None and attn_mask.requires_grad)
+    )
     for i in dim_range(0, block_count(queries, qb)):
         qs = i * qb
         ql = block_length(queries, qs, qb)
         q = attention_acc(query.narrow(2, qs, ql))
         q_pair = torch.cat([attention_acc(query_t.narrow(2, qs, ql)), q], -1) * sc
         row_lse = lse.narrow(2, qs, ql)
+        if recorded:
+            row_lse = attention_block_logsumexp(q, key, attn_mask, qs, is_causal, sc)
         row_lse_t = torch.zeros_like(row_lse).unsqueeze(-1)
         row_out_t = torch.zeros_like(out.narrow(2, qs, ql))
         for j in dim_range(0, block_count(keys, kb)):

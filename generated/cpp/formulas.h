@@ -111,6 +111,13 @@ at::Tensor attention_backward_tile(
     const at::Tensor& attn_mask,
     bool is_causal,
     double scale);
+at::Tensor attention_block_logsumexp(
+    const at::Tensor& q,
+    const at::Tensor& key,
+    const at::Tensor& attn_mask,
+    int64_t q_start,
+    bool is_causal,
+    double scale);
 TensorList attention_forward(
     const at::Tensor& query,
     const at::Tensor& key,

@@ -201,6 +201,33 @@ TensorList attention_forward_tile(
   return TensorList{lse_t, at::matmul(pds, vv) + at::matmul(p, vv_t)};
 }
 
+// attention_block_logsumexp(Tensor q, Tensor key, Tensor attn_mask, int q_start, bool is_causal, float scale) -> Tensor
+at::Tensor attention_block_logsumexp(
+    const at::Tensor& q,
+    const at::Tensor& key,
+    const at::Tensor& attn_mask,
+    int64_t q_start,
+    bool is_causal,
+    double scale) {
+  int64_t heads = q.size(1);
+  int64_t ql = q.size(2);
+  int64_t keys = key.size(2);
+  int64_t kb = attention_key_block(keys);
+  at::Tensor row_lse = at::full_like(q.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
+  for (int64_t j : dim_range(0, block_count(keys, kb))) {
+    int64_t ks = j * kb;
+    int64_t kl = block_length(keys, ks, kb);
+    at::Tensor kk;
+    at::Tensor s;
+    if (!is_causal || ks < q_start + ql) {
+      kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads);
+      s = attention_tile_scores(q, kk, mask_tile(attn_mask, q_start, ql, ks, kl), is_causal, q_start - ks, scale);
+      row_lse = at::logaddexp(row_lse, s.logsumexp(at::IntArrayRef{-1}, true));
+    }
+  }
+  return row_lse.masked_fill(at::isneginf(row_lse), 0.0).squeeze(-1);
+}
+
 // attention_forward(Tensor query, Tensor key, Tensor value, Tensor attn_mask, bool is_causal, float scale) -> Tensor[]
 TensorList attention_forward(
     const at::Tensor& query,
@@ -220,19 +247,7 @@ TensorList attention_forward(
     int64_t qs = i * qb;
     int64_t ql = block_length(queries, qs, qb);
     at::Tensor q = attention_acc(query.narrow(2, qs, ql));
-    at::Tensor row_lse = at::full_like(q.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
-    for (int64_t j : dim_range(0, block_count(keys, kb))) {
-      int64_t ks = j * kb;
-      int64_t kl = block_length(keys, ks, kb);
-      at::Tensor kk;
-      at::Tensor s;
-      if (!is_causal || ks < qs + ql) {
-        kk = expand_heads(attention_acc(key.narrow(2, ks, kl)), heads);
-        s = attention_tile_scores(q, kk, mask_tile(attn_mask, qs, ql, ks, kl), is_causal, qs - ks, scale);
-        row_lse = at::logaddexp(row_lse, s.logsumexp(at::IntArrayRef{-1}, true));
-      }
-    }
-    row_lse = row_lse.masked_fill(at::isneginf(row_lse), 0.0).squeeze(-1);
+    at::Tensor row_lse = attention_block_logsumexp(q, key, attn_mask, qs, is_causal, scale);
     at::Tensor rows = q.new_zeros(std::vector<int64_t>{q.size(0), heads, ql, value.size(3)});
     for (int64_t j : dim_range(0, block_count(keys, kb))) {
       int64_t ks = j * kb;
@@ -278,12 +293,16 @@ TensorList flash_attention_tangent(
   at::Tensor out = attention_acc(output);
   at::Tensor lse_t = lse.narrow(2, 0, 0);
   at::Tensor out_t = out.narrow(2, 0, 0);
+  bool recorded = query.requires_grad() || key.requires_grad() || present(attn_mask) && attn_mask.requires_grad();
   for (int64_t i : dim_range(0, block_count(queries, qb))) {
     int64_t qs = i * qb;
     int64_t ql = block_length(queries, qs, qb);
     at::Tensor q = attention_acc(query.narrow(2, qs, ql));
     at::Tensor q_pair = at::cat(TensorList{attention_acc(query_t.narrow(2, qs, ql)), q}, -1) * sc;
     at::Tensor row_lse = lse.narrow(2, qs, ql);
+    if (recorded) {
+      row_lse = attention_block_logsumexp(q, key, attn_mask, qs, is_causal, sc);
+    }
     at::Tensor row_lse_t = at::zeros_like(row_lse).unsqueeze(-1);
     at::Tensor row_out_t = at::zeros_like(out.narrow(2, qs, ql));
     for (int64_t j : dim_range(0, block_count(keys, kb))) {

@@ -50,6 +50,7 @@ _ATTRIBUTES = {
     "shape": ("{}.sizes()", "IntList"),
     "dtype": ("{}.scalar_type()", "ScalarType"),
     "ndim": ("{}.dim()", "int"),
+    "requires_grad": ("{}.requires_grad()", "bool"),
     **{name: (form, "Tensor") for name, form in _TENSOR_ATTRIBUTES.items()},
 }
 _TORCH_CONSTANTS = {
