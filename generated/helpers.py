@@ -127,6 +127,7 @@ __all__ = [
     "var_tangent",
     "vector_norm_tangent",
     "weight_norm_broadcast",
+    "weight_norm_of",
     "winner_weight",
 ]
 
@@ -3296,6 +3297,19 @@ def weight_norm_broadcast(t, v, dim):
     for d in dim_range(axis + 1, v.dim()):
         out = out.unsqueeze(-1)
     return out
+
+
+def weight_norm_of(v, dim):
+    """The norms of v's slices along `dim` (torch.norm_except_dim(v, 2, dim)), viewed
+    to broadcast against v (`weight_norm_broadcast`). Computed from v, not read
+    from _weight_norm_interface's second output: autograd gives that output no
+    gradient, so a tangent read from it had a wrong gradient (reverse over
+    forward).
+
+    C++:
+    weight_norm_of(Tensor v, int dim) -> Tensor
+    """
+    return weight_norm_broadcast(torch.norm_except_dim(v, 2, dim), v, dim)
 
 
 def dropout_scale(p, train):

@@ -123,6 +123,7 @@ from dualgen.formulas import (
     var_tangent,
     vector_norm_tangent,
     weight_norm_broadcast,
+    weight_norm_of,
     winner_weight,
 )
 
@@ -18257,60 +18258,41 @@ def _pdist_forward_default(self_p, p, self_t, result):
 def _weight_norm_interface_default(v_p, g_p, dim, v_t, g_t, result0, result1):
     """aten::_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)"""
     # functional, derivatives.yaml entry _weight_norm_interface
-    # result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3))
+    # result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3))
     if v_t is not None and g_t is not None:
         result0_t = (
-            v_t
-            * (
-                weight_norm_broadcast(g_p, v_p, dim)
-                / weight_norm_broadcast(result1, v_p, dim)
-            )
-            + v_p
-            * (
-                weight_norm_broadcast(g_t, v_p, dim)
-                / weight_norm_broadcast(result1, v_p, dim)
-            )
+            v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim))
+            + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim))
             - v_p
             * (
                 weight_norm_broadcast(g_p, v_p, dim)
-                * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim))
-                / weight_norm_broadcast(result1, v_p, dim).pow(3)
+                * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim))
+                / weight_norm_of(v_p, dim).pow(3)
             )
         )
     elif v_t is not None:
         result0_t = conform(
-            v_t
-            * (
-                weight_norm_broadcast(g_p, v_p, dim)
-                / weight_norm_broadcast(result1, v_p, dim)
-            )
+            v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim))
             - v_p
             * (
                 weight_norm_broadcast(g_p, v_p, dim)
-                * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim))
-                / weight_norm_broadcast(result1, v_p, dim).pow(3)
+                * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim))
+                / weight_norm_of(v_p, dim).pow(3)
             ),
             result0,
         )
     elif g_t is not None:
         result0_t = conform(
-            v_p
-            * (
-                weight_norm_broadcast(g_t, v_p, dim)
-                / weight_norm_broadcast(result1, v_p, dim)
-            ),
+            v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)),
             result0,
         )
     else:
         result0_t = None
-    # result1: unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1
+    # result1: (unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)).reshape_as(result1)
     if v_t is not None:
         result1_t = (
-            unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(
-                result1
-            )
-            / result1
-        )
+            unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)
+        ).reshape_as(result1)
     else:
         result1_t = None
     return result0_t, result1_t

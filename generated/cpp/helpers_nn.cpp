@@ -282,6 +282,11 @@ at::Tensor weight_norm_broadcast(
   return out;
 }
 
+// weight_norm_of(Tensor v, int dim) -> Tensor
+at::Tensor weight_norm_of(const at::Tensor& v, int64_t dim) {
+  return weight_norm_broadcast(at::norm_except_dim(v, 2, dim), v, dim);
+}
+
 // dropout_scale(float p, bool? train) -> float
 double dropout_scale(double p, std::optional<bool> train) {
   if (present(train) && train.value() == false) {

@@ -963,19 +963,19 @@ Results _weight_norm_interface_default(const Values& args, const Values& tangent
   at::Tensor g_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
-  // result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3))
+  // result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3))
   at::Tensor result0_t;
   if (present(v_t) && present(g_t)) {
-    result0_t = v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3));
+    result0_t = v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3));
   } else if (present(v_t)) {
-    result0_t = conform(v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)) / weight_norm_broadcast(result1, v_p, dim).pow(3)), result0);
+    result0_t = conform(v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3)), result0);
   } else if (present(g_t)) {
-    result0_t = conform(v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_broadcast(result1, v_p, dim)), result0);
+    result0_t = conform(v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)), result0);
   }
-  // result1: unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1
+  // result1: (unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)).reshape_as(result1)
   at::Tensor result1_t;
   if (present(v_t)) {
-    result1_t = unbroadcast(v_p * v_t, weight_norm_broadcast(result1, v_p, dim)).reshape_as(result1) / result1;
+    result1_t = (unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)).reshape_as(result1);
   }
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
 }

@@ -1,5 +1,5 @@
 """The grouped-matmul and weight-norm helpers of dualgen.formulas.fused_nn
-(grouped_mm_any_layout, weight_norm_broadcast): grouped_mm_any_layout against
+(grouped_mm_any_layout, weight_norm_broadcast, weight_norm_of): grouped_mm_any_layout against
 per-group matmuls in every layout _grouped_mm takes, on operands in layouts the op
 refuses, with the rows the groups do not reach; weight_norm_broadcast against
 torch.norm_except_dim's shapes and _weight_norm_interface's values."""
@@ -134,3 +134,16 @@ def test_weight_norm_broadcast_rebuilds_weight_norm(dim):
     close(
         w, v * F.weight_norm_broadcast(g, v, dim) / F.weight_norm_broadcast(n, v, dim)
     )
+
+
+@pytest.mark.parametrize("dim", [0, 2])  # (the fused CPU kernel takes no other)
+def test_weight_norm_of_is_the_ops_norms_and_differentiable(dim):
+    """The norms _weight_norm_interface returns, broadcast against v, with a
+    gradient autograd gives the op's own second output none of."""
+    v = torch.randn(4, 3, 5, dtype=R, requires_grad=True)
+    g = torch.randn(torch.norm_except_dim(v, 2, dim).shape, dtype=R)
+    _, n = torch.ops.aten._weight_norm_interface(v.detach(), g, dim)
+    out = F.weight_norm_of(v, dim)
+    close(out, F.weight_norm_broadcast(n, v, dim))
+    (grad,) = torch.autograd.grad(out.sum(), v)
+    close(grad, v.detach() / F.weight_norm_broadcast(n, v, dim))
