@@ -86,10 +86,15 @@ def fill_absent(
 
 
 def pow_self_derivative(self: torch.Tensor, exponent) -> torch.Tensor:
-    """d self**exponent / d self = exponent * self**(exponent - 1), 0 where exponent is 0."""
+    """d self**exponent / d self = exponent * self**(exponent - 1), 0 where exponent is 0.
+
+    Only where the product is not finite (self 0 or nan) is it replaced: elsewhere
+    0 * self**-1 is 0 already, and keeps its derivative with respect to the
+    exponent (self**-1), which a tangent's gradient needs (reverse over forward)."""
     derivative = exponent * self.pow(exponent - 1)
     if isinstance(exponent, torch.Tensor):
-        return torch.where(exponent == 0, 0.0, derivative)
+        undefined = (exponent == 0) & derivative.isfinite().logical_not()
+        return torch.where(undefined, 0.0, derivative)
     return derivative if exponent != 0 else torch.zeros_like(derivative)
 
 

@@ -92,7 +92,9 @@ std::vector<at::Tensor> fill_absent(
 
 at::Tensor pow_self_derivative(const at::Tensor& self, const at::Tensor& exponent) {
   at::Tensor derivative = exponent * self.pow(exponent - 1);
-  return at::where(exponent == 0, 0.0, derivative);
+  // (0 * self^-1 is 0 already where finite, with its exponent derivative kept)
+  at::Tensor undefined = (exponent == 0).logical_and(derivative.isfinite().logical_not());
+  return at::where(undefined, 0.0, derivative);
 }
 
 at::Tensor pow_self_derivative(const at::Tensor& self, const c10::Scalar& exponent) {
