@@ -177,7 +177,7 @@ def test_crashing_formula_and_refused_samples_fail(tmp_path, monkeypatch, capsys
     )
     kernels = ("sin", "sin_", "mul.Tensor", "mul_.Tensor")
     assert {f for f in found if f[2] != "jet"} == {
-        (k, d, c) for k in kernels for d in DTYPES for c in FIRST_ORDER
+        (k, d, c) for k in kernels for d in DTYPES for c in (*FIRST_ORDER, "reverse")
     }
     crash = found[("sin", "complex128", "adjoint")][1]
     assert crash.startswith("sample, 2-d: RuntimeError: shape '[5, 7]' is invalid")

@@ -13,7 +13,7 @@ from dualgen.tools.cli import main
 REPO = Path(__file__).resolve().parents[2]
 
 DTYPES = ("float64", "complex128")
-CHECKS = ("slow", "fast", "adjoint", "jet")
+CHECKS = ("slow", "fast", "adjoint", "jet", "reverse")
 COLUMNS = [f"{d} {c}" for d in DTYPES for c in CHECKS]
 # The checks of a first-order formula. The jet check compares Taylor mode with
 # nested levels, which share the formula: a wrong one is not its to see, and a

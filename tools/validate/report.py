@@ -8,7 +8,14 @@ from pathlib import Path
 
 from . import CHECKS, KernelReport, Verdict
 
-_MARK = {"pass": "pass", "fail": "FAIL", "n/a": "n/a", "device": "device", "-": ""}
+_MARK = {
+    "pass": "pass",
+    "fail": "FAIL",
+    "known": "known",
+    "n/a": "n/a",
+    "device": "device",
+    "-": "",
+}
 # A column other kernels have (float32: single-precision-only ops) this one lacks.
 _NOT_CHECKED = Verdict("-", "not checked in this dtype: its doubles run")
 
@@ -48,6 +55,11 @@ def summary(reports: list[KernelReport]) -> str:
     )
     if device_only:
         text += f", {device_only} run on devices only (no CPU kernel here)"
+    known = sum(any(v.status == "known" for v in r.verdicts.values()) for r in reports)
+    if known:
+        text += (
+            f"; {known} of those passing have a known failure (validate.KNOWN_REVERSE)"
+        )
     return text
 
 
