@@ -27,7 +27,9 @@ import torch
 from ..check.suggest import closest_op_name
 from ..spec.model import Auto, Entry, OpKind, Spec
 from .inputs import Case, cases_for
+from .reverse import KNOWN_REVERSE, known_reverse, reverse_verdict
 from .sandbox_dir import FilesWritten, empty_cwd
+from .verdicts import NotApplicable, Verdict
 
 DTYPES = (torch.float64, torch.complex128)
 CHECKS = ("slow", "fast", "adjoint", "jet", "reverse")
@@ -35,12 +37,6 @@ CHECKS = ("slow", "fast", "adjoint", "jet", "reverse")
 # float32 when no double sample runs, with a step and tolerances for its precision.
 SINGLE = torch.float32
 SINGLE_TOLERANCES = {"eps": 1e-3, "atol": 1e-2, "rtol": 1e-2}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: str  # "pass", "fail", "n/a", "device" (no kernel runs it here)
-    detail: str = ""  # the failure, or why not applicable
 
 
 @dataclass(frozen=True)
@@ -270,10 +266,6 @@ def _runs(function: Callable, inputs: tuple) -> str | None:
     return None
 
 
-class NotApplicable(str):
-    """A check that cannot run on this case, and why."""
-
-
 def _check(
     check: str, function: Callable, inputs: tuple, tolerances: dict | None = None
 ) -> str | None:
@@ -294,7 +286,7 @@ def _check(
                     **{k: v for k, v in tolerances.items() if k != "eps"},
                 )
             elif check == "reverse":
-                return _reverse(function, inputs, tolerances)
+                return reverse_verdict(function, inputs, tolerances)
             elif check == "jet":
                 try:
                     jetcheck(
@@ -326,78 +318,6 @@ def _check(
         if not isinstance(exc, GradcheckError):
             text = f"{type(exc).__name__}: {text}"
         return text
-    return None
-
-
-# What torch's autograd itself does not differentiate: the gradient of a tangent
-# cannot be taken there, whatever the formula (reverse_over_forward_check).
-_AUTOGRAD_CANNOT = (
-    "does not support automatic differentiation for outputs with complex dtype",
-    "is not differentiable with respect to argument",
-    "is not implemented",  # an op the formula calls has no derivative in torch
-    "cannot resize variables that require grad",
-    "Autograd not support dtype",
-    "specified up to multiplication by e^{i phi}",  # a gauge: torch refuses
-)
-
-
-# Kernels whose tangents' gradients disagree with finite differences, and why:
-# reported as "known", and as a failure once they pass (as a strict xfail is).
-KNOWN_REVERSE = {
-    **dict.fromkeys(
-        ("cholesky_solve", "cholesky_inverse"),
-        "torch's own backward of the op gives the triangle of the factor it never "
-        "reads a gradient (a symmetric convention), which the tangent's graph "
-        "inherits through the op's output",
-    ),
-    **dict.fromkeys(
-        ("normal.float_Tensor", "normal.Tensor_Tensor"),
-        "torch's backward of normal is zero (not reparameterized) while its "
-        "tangent, native's as dualgen's, is mean_t + std_t * the drawn noise",
-    ),
-    **dict.fromkeys(
-        (
-            "native_layer_norm_backward",
-            "native_batch_norm_backward",
-            "_weight_norm_interface_backward",
-        ),
-        "a third derivative (the gradient of forward over reverse): cause not "
-        "yet found",
-    ),
-    "_transformer_encoder_layer_fwd": "the inference fast path, which torch "
-    "never takes where autograd records: cause not yet found",
-    **dict.fromkeys(
-        ("_scaled_dot_product_efficient_attention", "_efficient_attention_forward"),
-        "a sample computes no logsumexp (compute_log_sumexp=False), which torch's "
-        "backward of the op reads (torch computes it wherever autograd records)",
-    ),
-    "_flash_attention_forward": "ALiBi slopes with a window (its third sample), "
-    "through the tests' reference backward kernel: cause not yet found",
-}
-
-
-def _reverse(function: Callable, inputs: tuple, tolerances: dict) -> str | None:
-    """The reverse-over-forward check; n/a where autograd cannot take the
-    gradient or the sample sits on a kink, and in single precision (whose
-    differences would need the step sizes and tolerances of their own)."""
-    from dualgen.harness import reverse_check
-
-    if tolerances:
-        return NotApplicable("checked in double precision only")
-    try:
-        reverse_check.reverse_over_forward_check(function, inputs)
-    except reverse_check.NotApplicable as exc:
-        return NotApplicable(str(exc))
-    except RuntimeError as exc:  # NotImplementedError included
-        text = str(exc)
-        if "does not support it" in text:
-            # (as the jet check: a spec without the rule of an op the run needs)
-            return NotApplicable(
-                "an op the check runs has no forward formula in this spec"
-            )
-        if any(reason in text for reason in _AUTOGRAD_CANNOT):
-            return NotApplicable("autograd cannot: " + text.splitlines()[0])
-        raise
     return None
 
 
@@ -520,7 +440,7 @@ def _validate_dtype(
     known = KNOWN_REVERSE.get(info.name)
     for check in CHECKS:
         if check == "reverse" and known and check in checks:
-            verdict = _known_reverse(verdicts[check], passed, known)
+            verdict = known_reverse(verdicts[check], passed, known)
         elif check not in checks:
             verdict = Verdict(
                 "n/a", f"a convention ({convention}), checked by the adjoint"
@@ -535,16 +455,6 @@ def _validate_dtype(
             verdict = Verdict("n/a", refusals[0] if refusals else "")
         report.verdicts[(dtype_name, check)] = verdict
     return differentiable
-
-
-def _known_reverse(failures: list[str], passed: set[str], reason: str) -> Verdict:
-    """A KNOWN_REVERSE kernel's verdict: known while it fails, a failure once it
-    passes (so the list stays true)."""
-    if failures:
-        return Verdict("known", f"{reason} ({failures[0]})")
-    if "reverse" in passed:
-        return Verdict("fail", "passes: remove it from KNOWN_REVERSE")
-    return Verdict("n/a", "")
 
 
 def _name(dtype: torch.dtype) -> str:

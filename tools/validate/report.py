@@ -57,9 +57,7 @@ def summary(reports: list[KernelReport]) -> str:
         text += f", {device_only} run on devices only (no CPU kernel here)"
     known = sum(any(v.status == "known" for v in r.verdicts.values()) for r in reports)
     if known:
-        text += (
-            f"; {known} of those passing have a known failure (validate.KNOWN_REVERSE)"
-        )
+        text += f"; {known} of those passing have a known failure (tools/validate/reverse.py)"
     return text
 
 
