@@ -17,6 +17,7 @@ _AUTOGRAD_CANNOT = (
     "cannot resize variables that require grad",
     "Autograd not support dtype",
     "specified up to multiplication by e^{i phi}",  # a gauge: torch refuses
+    "no autograd formula was registered",  # a custom op without register_autograd
 )
 
 
