@@ -272,8 +272,12 @@ def _second_order_blind(program: NestedProgram, k: int, index: int) -> bool:
     """Nested torch.func.jvp of layer_norm, batch_norm (training), instance_norm, det,
     logdet, slogdet, solve, solve_ex and tensorsolve: the first-order parts are right,
     u^T H v is not (the formulas' saved mean/rstd or LU factors carry no outer tangent).
-    Nested programs with these ops are judged by finite differences."""
-    return index == U_H_V and bool(SECOND_ORDER_BLIND.search(program.body[k]))
+    Nested programs with these ops are judged by finite differences. The part shows
+    at their line or at any later one computed from it (exp of slogdet's
+    logabsdet), so any line up to k counts."""
+    return index == U_H_V and any(
+        SECOND_ORDER_BLIND.search(line) for line in program.body[: k + 1]
+    )
 
 
 DEFECTS: tuple[NativeDefect, ...] = tuple(_REGISTERED)
