@@ -121,3 +121,49 @@ def test_gradient_of_the_tangent_matches_finite_differences(backend):
     torch.testing.assert_close(
         along, (shifted[0] - shifted[1]) / (2 * eps), rtol=1e-6, atol=1e-8
     )
+
+
+def test_a_forward_mode_training_step_through_a_transformer_layer(backend):
+    """What consistency models and MeanFlow train: a loss of the JVP of a
+    transformer layer (its default path: SDPA's flash kernel), backpropagated to
+    the weights. The same as with attention by its definition (the MATH backend,
+    composite ops: no blockwise helper), and, along a random direction of every
+    weight, as central differences of the loss. (torch.func is no oracle here:
+    its reverse over forward through layer_norm holds mean and rstd constant.)"""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(4)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    layer = layer.to(R)
+    x, tx = torch.randn(2, 9, 16, dtype=R), torch.randn(2, 9, 16, dtype=R)
+    weight = torch.randn(2, 9, 16, dtype=R)
+    params = list(layer.parameters())
+
+    def loss(attention=contextlib.nullcontext):
+        with fwAD.dual_level(), attention():
+            out, out_t = fwAD.unpack_dual(layer(fwAD.make_dual(x, tx)))
+            return (out_t * weight).sum() + (out * weight).sum()
+
+    grads = torch.autograd.grad(loss(), params)
+    math = torch.autograd.grad(loss(lambda: sdpa_kernel(SDPBackend.MATH)), params)
+    for got, want in zip(grads, math):
+        torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-10)
+
+    directions = [torch.randn_like(p) for p in params]
+    eps = 1e-6
+
+    def shifted(step):
+        with torch.no_grad():
+            for p, d in zip(params, directions):
+                p.add_(d, alpha=step)
+            try:
+                return loss().item()
+            finally:
+                for p, d in zip(params, directions):
+                    p.sub_(d, alpha=step)
+
+    along = sum((g * d).sum() for g, d in zip(grads, directions)).item()
+    expected = (shifted(eps) - shifted(-eps)) / (2 * eps)
+    assert abs(along - expected) <= 1e-6 * abs(expected) + 1e-8, (along, expected)
