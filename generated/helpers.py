@@ -4137,13 +4137,18 @@ def native_multi_head_attention_tangent(
 
 
 def layer_norm_jvp(x, x_t, weight, weight_t, bias, bias_t, eps):
-    """layer_norm over the last dim and its tangent.
+    """layer_norm over the last dim and its tangent. The tangent's mean and rstd are
+    computed from x, not read from native_layer_norm's outputs, which autograd
+    gives no gradient: the tangent's own gradient (reverse over forward) needs
+    theirs.
 
     C++:
     layer_norm_jvp(Tensor x, Tensor x_t, Tensor weight, Tensor weight_t, Tensor bias, Tensor bias_t, float eps) -> Tensor[]
     """
-    y, mean, rstd = torch.native_layer_norm(x, [x.size(-1)], weight, bias, eps)
-    xhat = (x - mean) * rstd
+    y = torch.native_layer_norm(x, [x.size(-1)], weight, bias, eps)[0]
+    xc = x - x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt((xc * xc).mean(-1, keepdim=True) + eps)
+    xhat = xc * rstd
     xc_t = x_t - x_t.mean(-1, keepdim=True)
     xhat_t = rstd * (xc_t - xhat * (xhat * xc_t).mean(-1, keepdim=True))
     return y, xhat_t * weight + xhat * weight_t + bias_t

@@ -229,11 +229,10 @@ TensorList layer_norm_jvp(
     const at::Tensor& bias,
     const at::Tensor& bias_t,
     double eps) {
-  auto unpacked1 = at::native_layer_norm(x, std::vector<int64_t>{x.size(-1)}, opt(weight), opt(bias), eps);
-  at::Tensor y = std::get<0>(unpacked1);
-  at::Tensor mean = std::get<1>(unpacked1);
-  at::Tensor rstd = std::get<2>(unpacked1);
-  at::Tensor xhat = (x - mean) * rstd;
+  at::Tensor y = std::get<0>(at::native_layer_norm(x, std::vector<int64_t>{x.size(-1)}, opt(weight), opt(bias), eps));
+  at::Tensor xc = x - x.mean(at::IntArrayRef{-1}, true);
+  at::Tensor rstd = at::rsqrt((xc * xc).mean(at::IntArrayRef{-1}, true) + eps);
+  at::Tensor xhat = xc * rstd;
   at::Tensor xc_t = x_t - x_t.mean(at::IntArrayRef{-1}, true);
   at::Tensor xhat_t = rstd * (xc_t - xhat * (xhat * xc_t).mean(at::IntArrayRef{-1}, true));
   return TensorList{y, xhat_t * weight + xhat * weight_t + bias_t};

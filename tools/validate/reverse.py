@@ -44,8 +44,6 @@ KNOWN_REVERSE = {
         "a third derivative (the gradient of forward over reverse): cause not "
         "yet found",
     ),
-    "_transformer_encoder_layer_fwd": "the inference fast path, which torch "
-    "never takes where autograd records: cause not yet found",
     **dict.fromkeys(
         ("_scaled_dot_product_efficient_attention", "_efficient_attention_forward"),
         "a sample computes no logsumexp (compute_log_sumexp=False), which torch's "
