@@ -458,7 +458,7 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
   if (in_front) {
     // Above autograd: the op runs through it, recorded as native records it.
     op.handle->callBoxed(stack);
-    if (tracking && op.uses_outputs && op.recorded == OpEntry::Recorded::Again) {
+    if (tracking && op.recorded == OpEntry::Recorded::Again) {  // (Again: it reads outputs)
       // The formula reads outputs of a second run, recorded on a node of its
       // own: read from the user's, the tangent's graph would hold the user's
       // node, which holds the tangent (saved outputs), until the level ends.
