@@ -533,14 +533,23 @@ def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> 
             result = rule.call(primals, tangents, kernel_outputs)
     except Exception as exc:
         inputs = [primals[i] for i in indices]
-        if (
-            isinstance(exc, RuntimeError)
-            and rule.kind == "view"
-            and _real_tangent_of_complex(inputs, tangents)
-        ):
+        mixed = isinstance(exc, RuntimeError) and _real_tangent_of_complex(
+            inputs, tangents
+        )
+        if mixed and rule.kind == "view":
             raise RuntimeError(_needs_complex_tangent(func)) from exc
-        exc.add_note(kernel_error_note(func, rule.origin))
-        raise
+        if not mixed:
+            exc.add_note(kernel_error_note(func, rule.origin))
+            raise
+        # A real tangent of a complex value is the complex tangent t + 0i; an op
+        # of the formula that takes one dtype only (dot, mm) gets it so.
+        try:
+            result = rule.call(
+                primals, _in_complex_primal_dtypes(inputs, tangents), kernel_outputs
+            )
+        except RuntimeError:  # the original error says more
+            exc.add_note(kernel_error_note(func, rule.origin))
+            raise exc from None
     results = result if many else (result,)
     if not promote:
         results = in_native_dtypes(rule, primals, tangents, kernel_outputs, results)
@@ -568,6 +577,21 @@ def _real_tangent_of_complex(inputs, tangents) -> bool:
         and not t.is_complex()
         for p, t in zip(inputs, tangents)
     )
+
+
+def _in_complex_primal_dtypes(inputs, tangents) -> list:
+    """tangents, each real one of a complex input in that input's dtype."""
+    return [
+        (
+            t.to(p.dtype)
+            if isinstance(p, torch.Tensor)
+            and isinstance(t, torch.Tensor)
+            and p.is_complex()
+            and not t.is_complex()
+            else t
+        )
+        for p, t in zip(inputs, tangents)
+    ]
 
 
 def _needs_complex_tangent(func) -> str:

@@ -306,6 +306,13 @@ REGRESSIONS = {
         """,
         all_dtypes=True,
     ),
+    # A real tangent of a complex vector through dot (matmul): dot takes one
+    # dtype, so its formula raised; the tangent is t + 0i there.
+    "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([(0.0+0.0j)], {C128})[1:], torch.tensor([0.0], {F64})[1:])
+        x1 = x0.conj_physical()
+        x4 = x1 @ x1
+        """),
 }
 
 

@@ -460,6 +460,41 @@ def test_complex_output_of_real_tangent(backend):
     _assert_as_native(lambda x: torch.polar(x.abs(), x), (X, T32))
 
 
+ONE_DTYPE_OPS = {
+    "dot": lambda a, v: a[0] @ v,
+    "vdot": lambda a, v: torch.vdot(v, a[1]),
+    "mv": lambda a, v: a @ v,
+    "mm": lambda a, v: a @ a.conj_physical(),
+    "addmm": lambda a, v: torch.addmm(a, a, a.T),
+    "bmm": lambda a, v: torch.bmm(a[None], a[None]),
+    "solve": lambda a, v: torch.linalg.solve(a + 4 * torch.eye(3), v),
+}
+
+
+@pytest.mark.parametrize("fn", ONE_DTYPE_OPS.values(), ids=list(ONE_DTYPE_OPS))
+def test_real_tangent_of_complex_input_to_an_op_of_one_dtype(backend, fn):
+    """A real tangent t of a complex input is t + 0i: through ops that take one
+    dtype (dot, mm, solve), whose formulas would mix a real tangent with complex
+    values, the tangent is that of t + 0i (native raises)."""
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(3, 3, dtype=C128, generator=gen)
+    v = torch.randn(3, dtype=C128, generator=gen)
+    ta = torch.randn(3, 3, dtype=F64, generator=gen)
+    tv = torch.randn(3, dtype=F64, generator=gen)
+
+    def tangent(ta, tv):
+        with fwAD.dual_level():
+            out = fn(fwAD.make_dual(a, ta), fwAD.make_dual(v, tv))
+            return fwAD.unpack_dual(out).tangent
+
+    expected = tangent(ta.to(C128), tv.to(C128))
+    torch.testing.assert_close(tangent(ta, tv), expected)
+    # and against central differences along the real direction
+    h = 1e-6
+    diff = (fn(a + h * ta, v + h * tv) - fn(a - h * ta, v - h * tv)) / (2 * h)
+    torch.testing.assert_close(expected, diff, atol=1e-6, rtol=1e-6)
+
+
 def test_nested_levels_with_mixed_dtypes(backend):
     """Tangents of another dtype at two levels (float32 outside, bfloat16
     inside): each level's tangent in native's dtype, and the values of nested
