@@ -128,6 +128,7 @@ __all__ = [
     "vector_norm_tangent",
     "weight_norm_broadcast",
     "weight_norm_of",
+    "weight_norm_saved",
     "winner_weight",
 ]
 
@@ -3310,6 +3311,24 @@ def weight_norm_of(v, dim):
     weight_norm_of(Tensor v, int dim) -> Tensor
     """
     return weight_norm_broadcast(torch.norm_except_dim(v, 2, dim), v, dim)
+
+
+def weight_norm_saved(norms, v, dim):
+    """Weight norm's saved `norms` (its forward's second output, which its backward op
+    is given) viewed to broadcast against v (`weight_norm_broadcast`); where
+    autograd records v and not them, moving with v: their values, with the
+    derivative of v's norms. Autograd gives the saved norms no gradient, so a
+    tangent formula reading them as constants had a wrong gradient (reverse over
+    forward over reverse).
+
+    C++:
+    weight_norm_saved(Tensor norms, Tensor v, int dim) -> Tensor
+    """
+    saved = weight_norm_broadcast(norms, v, dim)
+    if not v.requires_grad or norms.requires_grad:
+        return saved
+    fresh = weight_norm_of(v, dim)
+    return saved + (fresh - fresh.detach())
 
 
 def dropout_scale(p, train):

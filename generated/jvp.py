@@ -124,6 +124,7 @@ from dualgen.formulas import (
     vector_norm_tangent,
     weight_norm_broadcast,
     weight_norm_of,
+    weight_norm_saved,
     winner_weight,
 )
 
@@ -18312,63 +18313,63 @@ def _weight_norm_interface_backward_default(
 ):
     """aten::_weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)"""
     # functional, derivatives.yaml entry _weight_norm_interface_backward
-    # result0: grad_w_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_t * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) + grad_w_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - grad_w_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)) + 3 * saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5))
+    # result0: grad_w_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) / weight_norm_saved(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_t * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)) + grad_w_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) / weight_norm_saved(saved_norms_p, saved_v_p, dim)) - saved_v_p * (weight_norm_broadcast(saved_g_t, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)) - grad_w_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(saved_v_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_t * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)) - saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)) + 3 * saved_v_p * (weight_norm_broadcast(saved_g_p, saved_v_p, dim) * unbroadcast(grad_w_p * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(5))
     if grad_w_t is not None and saved_v_t is not None and saved_g_t is not None:
         result0_t = (
             grad_w_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_t * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + grad_w_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - grad_w_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + 3
             * saved_v_p
@@ -18376,13 +18377,13 @@ def _weight_norm_interface_backward_default(
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(5)
             )
         )
     elif grad_w_t is not None and saved_v_t is not None:
@@ -18390,43 +18391,43 @@ def _weight_norm_interface_backward_default(
             grad_w_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_t * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - grad_w_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + 3
             * saved_v_p
@@ -18434,13 +18435,13 @@ def _weight_norm_interface_backward_default(
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(5)
             ),
             result0,
         )
@@ -18449,30 +18450,30 @@ def _weight_norm_interface_backward_default(
             grad_w_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_t * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + grad_w_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             ),
             result0,
         )
@@ -18481,43 +18482,43 @@ def _weight_norm_interface_backward_default(
             grad_w_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - grad_w_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + 3
             * saved_v_p
@@ -18525,13 +18526,13 @@ def _weight_norm_interface_backward_default(
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(5)
             ),
             result0,
         )
@@ -18540,16 +18541,16 @@ def _weight_norm_interface_backward_default(
             grad_w_t
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_t * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             ),
             result0,
         )
@@ -18561,9 +18562,9 @@ def _weight_norm_interface_backward_default(
                     weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                     * unbroadcast(
                         saved_v_p * saved_v_t,
-                        weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                        weight_norm_saved(saved_norms_p, saved_v_p, dim),
                     )
-                    / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                    / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
                 )
             )
             - saved_v_t
@@ -18571,18 +18572,18 @@ def _weight_norm_interface_backward_default(
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             )
             + 3
             * saved_v_p
@@ -18590,13 +18591,13 @@ def _weight_norm_interface_backward_default(
                 weight_norm_broadcast(saved_g_p, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(5)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(5)
             ),
             result0,
         )
@@ -18605,52 +18606,48 @@ def _weight_norm_interface_backward_default(
             grad_w_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             - saved_v_p
             * (
                 weight_norm_broadcast(saved_g_t, saved_v_p, dim)
                 * unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             ),
             result0,
         )
     else:
         result0_t = None
-    # result1: (unbroadcast(grad_w_t * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim) + unbroadcast(grad_w_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim) - unbroadcast(grad_w_p * saved_v_p, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_broadcast(saved_norms_p, saved_v_p, dim)) / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)).reshape_as(saved_g_p)
+    # result1: (unbroadcast(grad_w_t * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim) + unbroadcast(grad_w_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim) - unbroadcast(grad_w_p * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)) * unbroadcast(saved_v_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)) / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)).reshape_as(saved_g_p)
     if grad_w_t is not None and saved_v_t is not None:
         result1_t = (
             unbroadcast(
-                grad_w_t * saved_v_p,
-                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                grad_w_t * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
-            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             + unbroadcast(
-                grad_w_p * saved_v_t,
-                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                grad_w_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
-            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+            / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             - unbroadcast(
-                grad_w_p * saved_v_p,
-                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                grad_w_p * saved_v_p, weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
             * unbroadcast(
-                saved_v_p * saved_v_t,
-                weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                saved_v_p * saved_v_t, weight_norm_saved(saved_norms_p, saved_v_p, dim)
             )
-            / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+            / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
         ).reshape_as(saved_g_p)
     elif grad_w_t is not None:
         result1_t = conform(
             (
                 unbroadcast(
                     grad_w_t * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
             ).reshape_as(saved_g_p),
             result1,
         )
@@ -18659,18 +18656,18 @@ def _weight_norm_interface_backward_default(
             (
                 unbroadcast(
                     grad_w_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim)
                 - unbroadcast(
                     grad_w_p * saved_v_p,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
                 * unbroadcast(
                     saved_v_p * saved_v_t,
-                    weight_norm_broadcast(saved_norms_p, saved_v_p, dim),
+                    weight_norm_saved(saved_norms_p, saved_v_p, dim),
                 )
-                / weight_norm_broadcast(saved_norms_p, saved_v_p, dim).pow(3)
+                / weight_norm_saved(saved_norms_p, saved_v_p, dim).pow(3)
             ).reshape_as(saved_g_p),
             result1,
         )

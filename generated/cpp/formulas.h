@@ -1169,6 +1169,7 @@ at::Tensor vector_norm_tangent(
     const at::Tensor& result);
 at::Tensor weight_norm_broadcast(const at::Tensor& t, const at::Tensor& v, int64_t dim);
 at::Tensor weight_norm_of(const at::Tensor& v, int64_t dim);
+at::Tensor weight_norm_saved(const at::Tensor& norms, const at::Tensor& v, int64_t dim);
 at::Tensor winner_weight(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace dualgen::formulas

@@ -530,6 +530,9 @@ void bind_formulas(pybind11::module_& m) {
   m.def("weight_norm_of", [](const std::optional<at::Tensor>& v, int64_t dim) {
     return weight_norm_of(binding::tensor(v), dim);
   }, py::arg("v"), py::arg("dim"));
+  m.def("weight_norm_saved", [](const std::optional<at::Tensor>& norms, const std::optional<at::Tensor>& v, int64_t dim) {
+    return weight_norm_saved(binding::tensor(norms), binding::tensor(v), dim);
+  }, py::arg("norms"), py::arg("v"), py::arg("dim"));
   m.def("dropout_scale", [](double p, std::optional<bool> train) {
     return dropout_scale(p, train);
   }, py::arg("p"), py::arg("train"));

@@ -287,6 +287,19 @@ at::Tensor weight_norm_of(const at::Tensor& v, int64_t dim) {
   return weight_norm_broadcast(at::norm_except_dim(v, 2, dim), v, dim);
 }
 
+// weight_norm_saved(Tensor norms, Tensor v, int dim) -> Tensor
+at::Tensor weight_norm_saved(
+    const at::Tensor& norms,
+    const at::Tensor& v,
+    int64_t dim) {
+  at::Tensor saved = weight_norm_broadcast(norms, v, dim);
+  if (!v.requires_grad() || norms.requires_grad()) {
+    return saved;
+  }
+  at::Tensor fresh = weight_norm_of(v, dim);
+  return saved + (fresh - fresh.detach());
+}
+
 // dropout_scale(float p, bool? train) -> float
 double dropout_scale(double p, std::optional<bool> train) {
   if (present(train) && train.value() == false) {

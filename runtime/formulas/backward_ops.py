@@ -173,6 +173,20 @@ def _norm_layout(kind, primals, extra, train, eps):
     return layout, layout.view(grad_out), x, m, r, w
 
 
+def _moving_with_input(layout, x, m, r):
+    """The saved statistics m and r as functions of x for autograd: their values,
+    with the derivatives of x's mean and rstd (r's from r itself, as the backward
+    op is given no eps: d r = -r^3 d var / 2). Autograd sees saved statistics as
+    constants, while the tangent formula takes them as x's; without this, the
+    gradient of a tangent (reverse over forward over reverse) would miss their
+    terms. Unchanged where autograd records no x, or records the statistics."""
+    if not x.requires_grad or m.requires_grad or r.requires_grad:
+        return m, r
+    mean = layout.mean(x)
+    var = layout.mean((x - mean).square())
+    return m + (mean - mean.detach()), r - 0.5 * r.pow(3) * (var - var.detach())
+
+
 def norm_backward_tangent(
     which: int, result, kind: str, tangents, primals, extra, train=True, eps=0.0
 ):
@@ -194,13 +208,15 @@ def norm_backward_tangent(
         return None
     grad_out_t, input_t, weight_t, mean_t, rstd_t = tangents
     layout, g, x, m, r, w = _norm_layout(kind, primals, extra, train, eps)
+    eval_mode = kind == "batch" and not train
+    if not eval_mode and mean_t is None:
+        m, r = _moving_with_input(layout, x, m, r)
     xhat = (x - m) * r
     g_t = None if grad_out_t is None else layout.view(grad_out_t)
     x_t = None if input_t is None else layout.view(input_t)
     w_t = None if weight_t is None else layout.wview(weight_t)
     if which == 2:
         return layout.to_weight(g_t)
-    eval_mode = kind == "batch" and not train
     if eval_mode:
         xhat_t = x_t * r
         r_t = None

@@ -279,6 +279,37 @@ def test_norm_backward_tangent_layer_and_batch(
     check_norm(cpp_formulas, which, case, g, dtype, absent=absent, weighted=weighted)
 
 
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("kind, variant", LAYER_AND_BATCH)
+def test_norm_backward_tangent_gradients_where_autograd_records(
+    cpp_formulas, which, kind, variant
+):
+    """Where autograd records the input and not the saved statistics, the twin's
+    tangent has the helper's gradients (the statistics moving with the input)."""
+    g = gen(24)
+    case = (
+        layer_case(torch.float64, variant, g)
+        if kind == "layer"
+        else batch_case(torch.float64, variant, g, eps=1e-5)
+    )
+    grad_out = randn(*case.input.shape, dtype=torch.float64, g=g)
+    tangents = [
+        randn(*t.shape, dtype=torch.float64, g=g) for t in (grad_out, case.input)
+    ]
+    weight_t = randn(*case.weight.shape, dtype=torch.float64, g=g)
+
+    def gradients(formulas):
+        leaves = [
+            t.clone().requires_grad_() for t in (grad_out, case.input, case.weight)
+        ]
+        primals = [*leaves, case.mean, case.rstd]
+        args = (which, torch.zeros(1), case.kind, [*tangents, weight_t, None, None])
+        out = formulas.norm_backward_tangent(*args, primals, case.extra, **case.options)
+        return torch.autograd.grad(out.square().sum(), leaves, allow_unused=True)
+
+    same(gradients(cpp_formulas), gradients(py))
+
+
 def test_norm_backward_tangent_batch_eps_matters(cpp_formulas):
     """Eval batch norm reads eps: two eps give two answers, both matched."""
     outs = []

@@ -74,3 +74,24 @@ def test_weight_norm_broadcast(cpp_formulas, shape, dim):
         cpp_formulas.weight_norm_broadcast(t, v, dim),
         py_nn.weight_norm_broadcast(t, v, dim),
     )
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+@pytest.mark.parametrize("records", [True, False])
+def test_weight_norm_saved(cpp_formulas, dim, records):
+    """The saved norms broadcast against v, and where autograd records v, their
+    gradient: the twin's and the helper's alike."""
+    v = rand(4, 3, 5, dtype=F64)
+    norms = torch.norm_except_dim(v, 2, dim)
+
+    def value_and_grad(formulas):
+        leaf = v.clone().requires_grad_(records)
+        out = formulas.weight_norm_saved(norms, leaf, dim)
+        if not records:
+            return out, None
+        return out.detach(), torch.autograd.grad((out * out).sum(), leaf)[0]
+
+    cpp, ref = value_and_grad(cpp_formulas), value_and_grad(py_nn)
+    same(cpp[0], ref[0])
+    if records:
+        same(cpp[1], ref[1])

@@ -1,8 +1,10 @@
 """The grouped-matmul and weight-norm helpers of dualgen.formulas.fused_nn
-(grouped_mm_any_layout, weight_norm_broadcast, weight_norm_of): grouped_mm_any_layout against
-per-group matmuls in every layout _grouped_mm takes, on operands in layouts the op
-refuses, with the rows the groups do not reach; weight_norm_broadcast against
-torch.norm_except_dim's shapes and _weight_norm_interface's values."""
+(grouped_mm_any_layout, weight_norm_broadcast, weight_norm_of, weight_norm_saved):
+grouped_mm_any_layout against per-group matmuls in every layout _grouped_mm takes, on
+operands in layouts the op refuses, with the rows the groups do not reach;
+weight_norm_broadcast against torch.norm_except_dim's shapes and
+_weight_norm_interface's values; weight_norm_of and weight_norm_saved with their
+gradients."""
 
 from __future__ import annotations
 
@@ -147,3 +149,23 @@ def test_weight_norm_of_is_the_ops_norms_and_differentiable(dim):
     close(out, F.weight_norm_broadcast(n, v, dim))
     (grad,) = torch.autograd.grad(out.sum(), v)
     close(grad, v.detach() / F.weight_norm_broadcast(n, v, dim))
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+def test_weight_norm_saved_moves_with_v_where_autograd_records_it(dim):
+    """The saved norms, broadcast; where autograd records v (and not the norms),
+    their values with the gradient of v's norms; elsewhere the same tensor as
+    weight_norm_broadcast gives, with no graph."""
+    v = torch.randn(4, 3, 5, dtype=R, requires_grad=True)
+    g = torch.randn(torch.norm_except_dim(v, 2, dim).shape, dtype=R)
+    _, n = torch.ops.aten._weight_norm_interface(v.detach(), g, dim)
+    out = F.weight_norm_saved(n, v, dim)
+    assert torch.equal(out, F.weight_norm_broadcast(n, v, dim))
+    (grad,) = torch.autograd.grad(out.sum(), v)
+    close(grad, v.detach() / F.weight_norm_broadcast(n, v, dim))
+    assert not F.weight_norm_saved(n, v.detach(), dim).requires_grad
+    tracked = n.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(
+        F.weight_norm_saved(tracked, v, dim).sum(), v, allow_unused=True
+    )
+    assert grad is None  # the norms' own graph, not v's norms, carries it

@@ -36,15 +36,6 @@ KNOWN_REVERSE = {
         "tangent, native's as dualgen's, is mean_t + std_t * the drawn noise",
     ),
     **dict.fromkeys(
-        (
-            "native_layer_norm_backward",
-            "native_batch_norm_backward",
-            "_weight_norm_interface_backward",
-        ),
-        "a third derivative (the gradient of forward over reverse): cause not "
-        "yet found",
-    ),
-    **dict.fromkeys(
         ("_scaled_dot_product_efficient_attention", "_efficient_attention_forward"),
         "a sample computes no logsumexp (compute_log_sumexp=False), which torch's "
         "backward of the op reads (torch computes it wherever autograd records)",

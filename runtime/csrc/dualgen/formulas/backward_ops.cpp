@@ -141,6 +141,20 @@ NormTensors norm_tensors(
   return n;
 }
 
+// Twin of _moving_with_input: the saved statistics as functions of x for
+// autograd (their values, with the derivatives of x's mean and rstd), where
+// autograd records x and not them.
+std::pair<at::Tensor, at::Tensor> moving_with_input(
+    const NormLayout& layout, const at::Tensor& x, const at::Tensor& m,
+    const at::Tensor& r) {
+  if (!x.requires_grad() || m.requires_grad() || r.requires_grad()) {
+    return {m, r};
+  }
+  at::Tensor mean = layout.mean(x);
+  at::Tensor var = layout.mean((x - mean).square());
+  return {m + (mean - mean.detach()), r - 0.5 * r.pow(3) * (var - var.detach())};
+}
+
 // A value and its tangent.
 struct Dual {
   at::Tensor p, t;
@@ -169,6 +183,10 @@ at::Tensor norm_backward_tangent(
   const NormArgs v(tangents), p(primals);
   NormLayout layout(kind, p.input, extra);
   auto [g, x, m, r, w] = norm_tensors(layout, p, train, eps);
+  bool eval_mode = layout.is_batch() && !train;
+  if (!eval_mode && !v.mean.defined()) {
+    std::tie(m, r) = moving_with_input(layout, x, m, r);
+  }
   at::Tensor xhat = (x - m) * r;
   at::Tensor g_t = v.grad_out.defined() ? layout.view(v.grad_out) : at::Tensor();
   at::Tensor x_t = v.input.defined() ? layout.view(v.input) : at::Tensor();
@@ -176,7 +194,6 @@ at::Tensor norm_backward_tangent(
   if (which == 2) {
     return layout.to_weight(g_t);
   }
-  bool eval_mode = layout.is_batch() && !train;
   at::Tensor xhat_t, r_t;
   if (eval_mode) {
     xhat_t = x_t * r;
