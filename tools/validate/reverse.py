@@ -40,8 +40,10 @@ KNOWN_REVERSE = {
         "a sample computes no logsumexp (compute_log_sumexp=False), which torch's "
         "backward of the op reads (torch computes it wherever autograd records)",
     ),
-    "_flash_attention_forward": "ALiBi slopes with a window (its third sample), "
-    "through the tests' reference backward kernel: cause not yet found",
+    "_flash_attention_forward": "torch's backward of the op drops alibi_slopes "
+    "(FlashAttentionBackward0 saves none; _flash_attention_backward takes none), "
+    "so the gradient autograd gives the output, which the tangent reads, is that "
+    "of attention without ALiBi (the third sample)",
 }
 
 
