@@ -7357,14 +7357,14 @@ def silu_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
     """aten::mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
     # functional, derivatives.yaml entry mish_backward
-    # result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
+    # result: grad_output_t * mish_derivative(self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
-            torch.ops.aten.mish_backward(grad_output_t, self_p)
+            grad_output_t * mish_derivative(self_p)
             + grad_output_p * mish_second_derivative(self_p) * self_t
         )
     elif grad_output_t is not None:
-        return conform(torch.ops.aten.mish_backward(grad_output_t, self_p), result)
+        return conform(grad_output_t * mish_derivative(self_p), result)
     elif self_t is not None:
         return conform(grad_output_p * mish_second_derivative(self_p) * self_t, result)
     else:
@@ -7374,19 +7374,17 @@ def mish_backward_default(grad_output_p, self_p, grad_output_t, self_t, result):
 def logit_backward_default(grad_output_p, self_p, eps, grad_output_t, self_t, result):
     """aten::logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor"""
     # functional, derivatives.yaml entry logit_backward
-    # result: torch.ops.aten.logit_backward(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
+    # result: grad_output_t * logit_derivative(self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
     if grad_output_t is not None and self_t is not None:
         return (
-            torch.ops.aten.logit_backward(grad_output_t, self_p, eps)
+            grad_output_t * logit_derivative(self_p, eps)
             + grad_output_p
             * (2 * self_p - 1)
             * logit_derivative(self_p, eps).pow(2)
             * self_t
         )
     elif grad_output_t is not None:
-        return conform(
-            torch.ops.aten.logit_backward(grad_output_t, self_p, eps), result
-        )
+        return conform(grad_output_t * logit_derivative(self_p, eps), result)
     elif self_t is not None:
         return conform(
             grad_output_p

@@ -1093,10 +1093,10 @@ TAYLOR[aten.gelu_backward.default] = ByFormula()
 # silu_backward: result: grad_output_t * self_p.sigmoid() * (1 + self_p * (1 - self_p.sigmoid())) + grad_output_p * self_p.sigmoid() * (1 - self_p.sigmoid()) * (2 + self_p * (1 - 2 * self_p.sigmoid())) * self_t
 TAYLOR[aten.silu_backward.default] = ByFormula()
 
-# mish_backward: result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
+# mish_backward: result: grad_output_t * mish_derivative(self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
 TAYLOR[aten.mish_backward.default] = ByFormula()
 
-# logit_backward: result: torch.ops.aten.logit_backward(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
+# logit_backward: result: grad_output_t * logit_derivative(self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
 TAYLOR[aten.logit_backward.default] = ByFormula()
 
 # glu_backward: result: torch.ops.aten.glu_backward(grad_output_t, self_p, dim) + glu_double_backward(self_t, grad_output_p, self_p, dim)

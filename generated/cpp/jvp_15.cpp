@@ -565,11 +565,11 @@ Results logit_backward_default(const Values& args, const Values& tangents, const
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.logit_backward(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
+  // result: grad_output_t * logit_derivative(self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t
   if (present(grad_output_t) && present(self_t)) {
-    return {dualgen::value(at::_ops::logit_backward::call(grad_output_t, self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t)};
+    return {dualgen::value(grad_output_t * logit_derivative(self_p, eps) + grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t)};
   } else if (present(grad_output_t)) {
-    return {dualgen::value(conform(at::_ops::logit_backward::call(grad_output_t, self_p, eps), result))};
+    return {dualgen::value(conform(grad_output_t * logit_derivative(self_p, eps), result))};
   } else if (present(self_t)) {
     return {dualgen::value(conform(grad_output_p * (2 * self_p - 1) * logit_derivative(self_p, eps).pow(2) * self_t, result))};
   }

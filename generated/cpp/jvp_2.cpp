@@ -423,11 +423,11 @@ Results mish_backward_default(const Values& args, const Values& tangents, const 
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.mish_backward(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
+  // result: grad_output_t * mish_derivative(self_p) + grad_output_p * mish_second_derivative(self_p) * self_t
   if (present(grad_output_t) && present(self_t)) {
-    return {dualgen::value(at::_ops::mish_backward::call(grad_output_t, self_p) + grad_output_p * mish_second_derivative(self_p) * self_t)};
+    return {dualgen::value(grad_output_t * mish_derivative(self_p) + grad_output_p * mish_second_derivative(self_p) * self_t)};
   } else if (present(grad_output_t)) {
-    return {dualgen::value(conform(at::_ops::mish_backward::call(grad_output_t, self_p), result))};
+    return {dualgen::value(conform(grad_output_t * mish_derivative(self_p), result))};
   } else if (present(self_t)) {
     return {dualgen::value(conform(grad_output_p * mish_second_derivative(self_p) * self_t, result))};
   }
