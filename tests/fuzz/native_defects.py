@@ -233,19 +233,44 @@ def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
     """,
 )
 def _view_tangent_ignores_inplace_view_op(e: Evidence) -> bool:
-    """A view of a tensor without a tangent (x.real), reshaped in place (unsqueeze_),
-    then the base gets a tangent (a write of a dual): native derives the view's tangent
-    with the view's first geometry, so it has another shape than the view ([2] for a
-    [1, 2] view). dualgen's has the view's shape."""
+    """A view of a tensor without a tangent (x.real, x.expand(2, 2)), changed in
+    place by a view op (unsqueeze_, swapdims_), then the base gets a tangent (a write
+    of a dual): native derives the view's tangent with the view's first geometry, so
+    it has another shape than the view ([2] for a [1, 2] view), or, where the op
+    keeps the shape (swapdims_ of a square view), the base's tangent read in the
+    view's first order. dualgen's follows the view's geometry as it is now."""
     if e.finding.variable is None:
         return False
     native, dual = e.native_state(), e.dualgen_state()
-    return (
-        native.tangent is not None
-        and native.tangent.shape != native.value.shape
-        and dual.tangent is not None
-        and dual.tangent.shape == dual.value.shape
-    )
+    if native.tangent is None or dual.tangent is None:
+        return False
+    if dual.tangent.shape != dual.value.shape:
+        return False
+    if native.tangent.shape != native.value.shape:
+        return True
+    reshaped = re.compile(rf"^\s*{e.finding.variable}\.{_INPLACE_VIEW_OPS}\(")
+    return any(
+        reshaped.match(line) for line in e.program.lines[: e.finding.step]
+    ) and _same_values(native.tangent, dual.tangent)
+
+
+def _same_values(a, b) -> bool:
+    """a and b hold the same values, in any order (complex ones too)."""
+
+    def ordered(t):
+        return sorted((complex(z) for z in t.flatten().tolist()), key=_re_im)
+
+    return ordered(a) == ordered(b)
+
+
+def _re_im(z: complex) -> tuple:
+    return z.real, z.imag
+
+
+# In-place view ops (torch.Tag.inplace_view) the fuzzer's programs use.
+_INPLACE_VIEW_OPS = (
+    r"(unsqueeze_|squeeze_|transpose_|swapdims_|swapaxes_|t_|as_strided_)"
+)
 
 
 # Ops whose second-order part (u^T H v) torch.func's nested jvp gets wrong: their

@@ -306,6 +306,19 @@ REGRESSIONS = {
         """,
         all_dtypes=True,
     ),
+    # An in-place view op that keeps the shape (swapdims_ of a square expanded conj
+    # view), then a write of a dual into the base: native reads the base's tangent
+    # in the view's first order.
+    "shape_keeping_inplace_view_op_then_a_dual_written_into_the_base": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.tensor(0.0, {F64}), torch.tensor(0.125, {F64}))
+        x1 = torch.tensor([(0.0+0.0j), (0.0+0.0j)], {C128}).conj()
+        x2 = x1.expand(2, *x1.shape)
+        x2.swapdims_(0, -1)
+        x1[1:] = x0
+        """,
+        expect="a view's later tangent ignores its in-place view ops",
+    ),
     # A real tangent of a complex vector through dot (matmul): dot takes one
     # dtype, so its formula raised; the tangent is t + 0i there.
     "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
