@@ -103,6 +103,7 @@ __all__ = [
     "mean_tangent",
     "mish_derivative",
     "mish_second_derivative",
+    "multi_margin_loss_derivative",
     "native_multi_head_attention_tangent",
     "norm_affine_tangent",
     "pinv_tangent",
@@ -3311,6 +3312,31 @@ def weight_norm_of(v, dim):
     weight_norm_of(Tensor v, int dim) -> Tensor
     """
     return weight_norm_broadcast(torch.norm_except_dim(v, 2, dim), v, dim)
+
+
+def multi_margin_loss_derivative(self, target, p, margin, weight):
+    """d multi_margin_loss / d self, unreduced (what multi_margin_loss_backward gives
+    for a gradient of ones and reduction none), in ops autograd differentiates:
+    with z_i = margin - x_y + x_i over a row's C classes, each i != y where z_i
+    > 0 adds w_y p z_i^(p - 1) / C to x_i's and takes it from x_y's. (A tangent
+    through the backward op, which has no derivative in autograd, could not be
+    differentiated: reverse over forward raised.)
+
+    C++:
+    multi_margin_loss_derivative(Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight) -> Tensor
+    """
+    rows = self.reshape([-1, self.size(-1)])
+    labels = target.reshape([-1, 1])
+    z = margin - rows.gather(1, labels) + rows
+    others = torch.ones_like(rows, dtype=torch.bool).scatter(1, labels, False)
+    active = (z > 0).logical_and(others)
+    slope = torch.where(
+        active, p * torch.where(active, z, 1.0).pow(p - 1), 0.0
+    ) / rows.size(1)
+    if weight is not None:
+        slope = slope * weight.gather(0, labels.reshape([-1])).unsqueeze(1)
+    taken = torch.zeros_like(slope).scatter(1, labels, slope.sum(1, keepdim=True))
+    return (slope - taken).reshape(self.shape)
 
 
 def weight_norm_saved(norms, v, dim):

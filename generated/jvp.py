@@ -95,6 +95,7 @@ from dualgen.formulas import (
     mean_tangent,
     mish_derivative,
     mish_second_derivative,
+    multi_margin_loss_derivative,
     mvlgamma_derivative,
     native_multi_head_attention_tangent,
     norm_affine_tangent,
@@ -11017,7 +11018,7 @@ def multilabel_margin_loss_forward_default(
 ):
     """aten::multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)"""
     # functional, derivatives.yaml entry multilabel_margin_loss_forward
-    # output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(-1), reduction)
+    # output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target).detach() * self_t).sum(-1), reduction)
     if self_t is not None:
         output_t = apply_loss_reduction(
             (
@@ -11027,7 +11028,7 @@ def multilabel_margin_loss_forward_default(
                     target_p,
                     0,
                     is_target,
-                )
+                ).detach()
                 * self_t
             ).sum(-1),
             reduction,
@@ -18202,19 +18203,11 @@ def multi_margin_loss_default(
 ):
     """aten::multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry multi_margin_loss
-    # result: apply_loss_reduction((torch.ops.aten.multi_margin_loss_backward(torch.ones_like(target_p, dtype=self_p.dtype), self_p, target_p, p, margin, weight_p, 0) * self_t).sum(-1), reduction)
+    # result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
     if self_t is not None:
         return apply_loss_reduction(
             (
-                torch.ops.aten.multi_margin_loss_backward(
-                    torch.ones_like(target_p, dtype=self_p.dtype),
-                    self_p,
-                    target_p,
-                    p,
-                    margin,
-                    weight_p,
-                    0,
-                )
+                multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p)
                 * self_t
             ).sum(-1),
             reduction,

@@ -1369,7 +1369,7 @@ TAYLOR[aten.norm.ScalarOpt_dim_dtype] = ByFormula()
 # soft_margin_loss: result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
 TAYLOR[aten.soft_margin_loss.default] = ByFormula()
 
-# multilabel_margin_loss_forward: output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(-1), reduction)
+# multilabel_margin_loss_forward: output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target).detach() * self_t).sum(-1), reduction)
 TAYLOR[aten.multilabel_margin_loss_forward.default] = ByFormula()
 
 # _fused_rms_norm: result0: ((input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) if weight_p is None else (input_t * result1 - input_p * result1.pow(3) * (input_p * input_t).sum_to_size(result1.shape) / input_p.new_ones(normalized_shape).sum()) * weight_p) + input_p * result1 * weight_t
@@ -1586,7 +1586,7 @@ TAYLOR[aten._embedding_bag_backward.default] = Multilinear(
 # _pack_padded_sequence: result0: torch.ops.aten._pack_padded_sequence(input_t, lengths_p, batch_first)[0]
 TAYLOR[aten._pack_padded_sequence.default] = Linear()
 
-# multi_margin_loss: result: apply_loss_reduction((torch.ops.aten.multi_margin_loss_backward(torch.ones_like(target_p, dtype=self_p.dtype), self_p, target_p, p, margin, weight_p, 0) * self_t).sum(-1), reduction)
+# multi_margin_loss: result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
 TAYLOR[aten.multi_margin_loss.default] = ByFormula()
 
 # _pdist_forward: result: vector_norm_tangent((self_t.unsqueeze(1) - self_t.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), (self_p.unsqueeze(1) - self_p.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), p, [1], False, result)

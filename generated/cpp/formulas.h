@@ -892,6 +892,12 @@ at::Tensor mha_weights_tangent(
     std::optional<int64_t> mask_type);
 at::Tensor mish_derivative(const at::Tensor& self);
 at::Tensor mish_second_derivative(const at::Tensor& self);
+at::Tensor multi_margin_loss_derivative(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight);
 at::Tensor mvlgamma_derivative(const at::Tensor& self, int64_t p);
 at::Tensor native_multi_head_attention_tangent(
     int64_t index,

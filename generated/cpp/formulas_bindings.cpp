@@ -530,6 +530,9 @@ void bind_formulas(pybind11::module_& m) {
   m.def("weight_norm_of", [](const std::optional<at::Tensor>& v, int64_t dim) {
     return weight_norm_of(binding::tensor(v), dim);
   }, py::arg("v"), py::arg("dim"));
+  m.def("multi_margin_loss_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const pybind11::object& p, const pybind11::object& margin, const std::optional<at::Tensor>& weight) {
+    return multi_margin_loss_derivative(binding::tensor(self), binding::tensor(target), binding::scalar(p), binding::scalar(margin), binding::tensor(weight));
+  }, py::arg("self"), py::arg("target"), py::arg("p"), py::arg("margin"), py::arg("weight"));
   m.def("weight_norm_saved", [](const std::optional<at::Tensor>& norms, const std::optional<at::Tensor>& v, int64_t dim) {
     return weight_norm_saved(binding::tensor(norms), binding::tensor(v), dim);
   }, py::arg("norms"), py::arg("v"), py::arg("dim"));

@@ -287,6 +287,26 @@ at::Tensor weight_norm_of(const at::Tensor& v, int64_t dim) {
   return weight_norm_broadcast(at::norm_except_dim(v, 2, dim), v, dim);
 }
 
+// multi_margin_loss_derivative(Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight) -> Tensor
+at::Tensor multi_margin_loss_derivative(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight) {
+  at::Tensor rows = self.reshape(std::vector<int64_t>{-1, self.size(-1)});
+  at::Tensor labels = target.reshape(std::vector<int64_t>{-1, 1});
+  at::Tensor z = dualgen::rsub(rows.gather(1, labels), margin) + rows;
+  at::Tensor others = at::ones_like(rows, c10::ScalarType::Bool).scatter(1, labels, false);
+  at::Tensor active = (z > 0).logical_and(others);
+  at::Tensor slope = at::where(active, p * at::where(active, z, 1.0).pow(p - 1), 0.0) / rows.size(1);
+  if (present(weight)) {
+    slope = slope * weight.gather(0, labels.reshape(std::vector<int64_t>{-1})).unsqueeze(1);
+  }
+  at::Tensor taken = at::zeros_like(slope).scatter(1, labels, slope.sum(at::IntArrayRef{1}, true));
+  return (slope - taken).reshape(self.sizes());
+}
+
 // weight_norm_saved(Tensor norms, Tensor v, int dim) -> Tensor
 at::Tensor weight_norm_saved(
     const at::Tensor& norms,

@@ -541,10 +541,10 @@ Results multilabel_margin_loss_forward_default(const Values& args, const Values&
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor output = unpack<at::Tensor>(outputs[0]);
   const at::Tensor is_target = unpack<at::Tensor>(outputs[1]);
-  // output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(-1), reduction)
+  // output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target).detach() * self_t).sum(-1), reduction)
   at::Tensor output_t;
   if (present(self_t)) {
-    output_t = apply_loss_reduction((at::_ops::multilabel_margin_loss_backward::call(at::ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target) * self_t).sum(at::IntArrayRef{-1}), reduction);
+    output_t = apply_loss_reduction((at::_ops::multilabel_margin_loss_backward::call(at::ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target).detach() * self_t).sum(at::IntArrayRef{-1}), reduction);
   }
   return {dualgen::value(output_t), dualgen::value(None)};
 }

@@ -1052,9 +1052,9 @@ Results multi_margin_loss_default(const Values& args, const Values& tangents, co
   const int64_t reduction = unpack<int64_t>(args[5]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: apply_loss_reduction((torch.ops.aten.multi_margin_loss_backward(torch.ones_like(target_p, dtype=self_p.dtype), self_p, target_p, p, margin, weight_p, 0) * self_t).sum(-1), reduction)
+  // result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
   if (present(self_t)) {
-    return {dualgen::value(apply_loss_reduction((at::_ops::multi_margin_loss_backward::call(at::ones_like(target_p, self_p.scalar_type()), self_p, target_p, p, margin, opt(weight_p), 0) * self_t).sum(at::IntArrayRef{-1}), reduction))};
+    return {dualgen::value(apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(at::IntArrayRef{-1}), reduction))};
   }
   return {dualgen::value(None)};
 }

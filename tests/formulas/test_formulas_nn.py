@@ -317,3 +317,36 @@ def test_trilinear_grads_of_real_inputs_are_real():
     g = torch.randn(2, 3, dtype=C)
     for a in F.trilinear_grads(g, *inputs, [], [0], [], []):
         assert a.dtype == R
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(4, 5), (5,)])
+def test_multi_margin_loss_derivative(p, weighted, shape):
+    """multi_margin_loss_backward's values (a unit gradient, reduction none); and,
+    being written in differentiable ops, its own derivative: central differences
+    for p = 2 (0 for p = 1, whose hinges are linear)."""
+    x = torch.randn(shape, dtype=R)
+    target = torch.tensor([0, 4, 2, 1][: shape[0]] if len(shape) == 2 else [2])
+    weight = torch.rand(5, dtype=R) + 0.5 if weighted else None
+    ones = (
+        torch.ones(target.shape, dtype=R)
+        if len(shape) == 2
+        else torch.ones((), dtype=R)
+    )
+    expected = torch.ops.aten.multi_margin_loss_backward(
+        ones, x, target, p, 0.7, weight, 0
+    )
+    derivative = F.multi_margin_loss_derivative(x, target, p, 0.7, weight)
+    close(derivative, expected)
+    leaf = x.clone().requires_grad_()
+    r, d = torch.randn_like(x), torch.randn_like(x)
+    (grad,) = torch.autograd.grad(
+        (F.multi_margin_loss_derivative(leaf, target, p, 0.7, weight) * r).sum(), leaf
+    )
+    eps = 1e-6
+    plus = F.multi_margin_loss_derivative(x + eps * d, target, p, 0.7, weight)
+    minus = F.multi_margin_loss_derivative(x - eps * d, target, p, 0.7, weight)
+    close((grad * d).sum(), ((plus - minus) * r).sum() / (2 * eps))
+    if p == 1:
+        assert grad.abs().max() == 0

@@ -165,6 +165,16 @@ AGAINST_DIFFERENCES = {
     "weight_norm": lambda x: torch._weight_norm(x, x[:, :1].exp(), 0),
     "weight_norm_dim1": lambda x: torch._weight_norm(x * x, x[:1] + 2, 1),
     "logsigmoid": lambda x: torch.nn.functional.logsigmoid(x * x) * x,
+    # formulas once through ops autograd cannot differentiate (it raised)
+    "mish_backward": lambda x: torch.ops.aten.mish_backward(x.sin(), x),
+    "logit_backward": lambda x: torch.ops.aten.logit_backward(x.cos(), x.sigmoid()),
+    "multi_margin_loss_p2": lambda x: torch.nn.functional.multi_margin_loss(
+        x * x, torch.tensor([0, 2, 1]), p=2, margin=1.5, reduction="none"
+    ),
+    "multilabel_margin_loss": lambda x: torch.nn.functional.multilabel_margin_loss(
+        x, torch.tensor([[2, 0, -1], [1, -1, 0], [0, 1, 2]]), reduction="none"
+    )
+    * x.sum(1),
 }
 
 
