@@ -146,12 +146,24 @@ void pointwise_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     rank = std::max(rank, logical_dim(t));
   }
   if (scalar_batched && !one_dtype) return element_by_element(op, stack);
+  std::vector<int64_t> shape;
+  std::vector<size_t> positions;
   for (size_t i = stack->size() - n; i < stack->size(); ++i) {
     c10::IValue& value = (*stack)[i];
     if (!value.isTensor()) continue;
     const at::Tensor t = value.toTensor();
     if (at::maybeGetBatchedImpl(t) == nullptr && t.dim() == 0) continue;
     value = physical(t, levels, rank);
+    shape = at::infer_size(shape, value.toTensor().sizes());
+    positions.push_back(i);
+  }
+  // Each element's arguments broadcast as the op sees them un-batched, but the
+  // batch dimensions broadcast too ([B, n] with [1, n]), which some kernels
+  // refuse (CPU gelu_backward through oneDNN): the op gets them expanded to one
+  // shape (views; where an argument has it already, as it is).
+  for (const size_t i : positions) {
+    const at::Tensor t = (*stack)[i].toTensor();
+    if (t.sizes() != at::IntArrayRef(shape)) (*stack)[i] = t.expand(shape);
   }
   op.callBoxed(*stack);
   const at::VmapPhysicalToLogicalMap logical(levels);
