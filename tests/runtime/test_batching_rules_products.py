@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from devices import DEVICE
+from batching_checks import BATCH, against_torchs, batched_kernel, rand
 from torch._vmap_internals import _vmap
 
 from dualgen import cpp
@@ -22,53 +22,10 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:There is a performance drop"),
 ]
 
-F64 = torch.float64
-BATCH = 3
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _cpp_backend(cpp_kernels_for_module):
     """The C++ kernels, whose batching rules these tests hold (conftest)."""
-
-
-def rand(*shape, seed=0):
-    gen = torch.Generator(DEVICE).manual_seed(seed)
-    return torch.randn(shape, dtype=F64, generator=gen)
-
-
-def _vmapped(fn, args, batched, nested):
-    """fn over the arguments flagged in `batched` (a leading batch of BATCH, and
-    of 2 more outside it when nested), the others as they are."""
-    in_dims = tuple(0 if b else None for b in batched)
-    inner = _vmap(fn, in_dims=in_dims)
-    return _vmap(inner, in_dims=in_dims)(*args) if nested else inner(*args)
-
-
-def _batched_args(shapes, batched, nested, seed=0):
-    args = []
-    for i, (shape, b) in enumerate(zip(shapes, batched)):
-        lead = ((2,) if nested else ()) + (BATCH,) if b else ()
-        args.append(rand(*lead, *shape, seed=seed + i))
-    return args
-
-
-def _against_torchs(fn, shapes, batched, nested=False):
-    args = _batched_args(shapes, batched, nested)
-    ours = _vmapped(fn, args, batched, nested)
-    hot_path.set_batching_rules(False)
-    try:
-        theirs = _vmapped(fn, args, batched, nested)
-    finally:
-        hot_path.set_batching_rules(True)
-    torch.testing.assert_close(ours, theirs)
-    # and each element's own call (a tuple of outputs or one)
-    if not nested:
-        outputs = ours if isinstance(ours, tuple) else (ours,)
-        for b in range(BATCH):
-            element = [a[b] if flag else a for a, flag in zip(args, batched)]
-            expected = fn(*element)
-            expected = expected if isinstance(expected, tuple) else (expected,)
-            torch.testing.assert_close(tuple(o[b] for o in outputs), expected)
 
 
 BATCHINGS = [(True, False), (False, True), (True, True)]
@@ -85,41 +42,35 @@ RULES = (
 )
 
 
-def _batched_kernel(op: str) -> str:
-    """Where the op's kernel for legacy vmap's key was registered."""
-    dump = torch._C._dispatch_dump(f"aten::{op}").splitlines()
-    return next((line for line in dump if line.startswith("Batched:")), "")
-
-
 @pytest.mark.parametrize("op", RULES)
 def test_the_rules_are_dualgens_while_registered(op):
     # Else the comparisons below would hold torch's rules to themselves.
-    assert "dualgen/batching.cpp" in _batched_kernel(op)
+    assert "dualgen/batching.cpp" in batched_kernel(op)
     hot_path.set_batching_rules(False)
     try:
-        assert "dualgen/batching.cpp" not in _batched_kernel(op)
+        assert "dualgen/batching.cpp" not in batched_kernel(op)
     finally:
         hot_path.set_batching_rules(True)
-    assert "dualgen/batching.cpp" in _batched_kernel(op)
+    assert "dualgen/batching.cpp" in batched_kernel(op)
 
 
 @pytest.mark.parametrize("batched", BATCHINGS)
 @pytest.mark.parametrize("nested", [False, True])
 def test_mv(batched, nested):
-    _against_torchs(torch.mv, [(4, 5), (5,)], batched, nested)
+    against_torchs(torch.mv, [(4, 5), (5,)], batched, nested)
 
 
 @pytest.mark.parametrize("batched", BATCHINGS)
 @pytest.mark.parametrize("nested", [False, True])
 def test_mm(batched, nested):
-    _against_torchs(torch.mm, [(4, 5), (5, 2)], batched, nested)
+    against_torchs(torch.mm, [(4, 5), (5, 2)], batched, nested)
 
 
 def test_matmul_of_a_matrix_and_batched_vectors_and_matrices():
     # (torch's matmul reaches mv and mm, and squeeze_ for a 1-d operand)
-    _against_torchs(torch.matmul, [(4, 5), (5,)], (False, True))
-    _against_torchs(torch.matmul, [(5,), (5, 4)], (True, False))
-    _against_torchs(torch.matmul, [(4, 5), (5, 3)], (False, True))
+    against_torchs(torch.matmul, [(4, 5), (5,)], (False, True))
+    against_torchs(torch.matmul, [(5,), (5, 4)], (True, False))
+    against_torchs(torch.matmul, [(4, 5), (5, 3)], (False, True))
 
 
 @dataclass(frozen=True)
@@ -171,7 +122,7 @@ CONVOLUTIONS = {
 def test_convolution(case, batched, nested):
     conv = CONVOLUTIONS[case]
     shapes = [conv.input, conv.weight, (conv.out_channels(),)]
-    _against_torchs(conv, shapes, batched, nested)
+    against_torchs(conv, shapes, batched, nested)
 
 
 @pytest.mark.parametrize("case", CONVOLUTIONS)
@@ -200,7 +151,7 @@ def test_convolution_backward(case, mask, batched, nested):
         )
         return tuple(g for g, wanted in zip(grads, mask) if wanted)
 
-    _against_torchs(
+    against_torchs(
         backward, [tuple(output_shape), conv.input, conv.weight], batched, nested
     )
 
@@ -219,12 +170,12 @@ REDUCTIONS = {
 @pytest.mark.parametrize("shape", [(3, 4, 2), (5, 1, 1)])
 @pytest.mark.parametrize("nested", [False, True])
 def test_whole_reductions(name, shape, nested):
-    _against_torchs(REDUCTIONS[name], [shape], (True,), nested)
+    against_torchs(REDUCTIONS[name], [shape], (True,), nested)
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "sum_dtype"])
 def test_whole_reductions_of_0d_elements(name):
-    _against_torchs(REDUCTIONS[name], [()], (True,))
+    against_torchs(REDUCTIONS[name], [()], (True,))
 
 
 @pytest.mark.parametrize("src_batched", [True, False])
@@ -234,7 +185,7 @@ def test_copy_into_a_batched_tensor(src_batched, src_shape, nested):
     def copied(self, src):
         return self.clone().copy_(src)
 
-    _against_torchs(copied, [(3, 4), src_shape], (True, src_batched), nested)
+    against_torchs(copied, [(3, 4), src_shape], (True, src_batched), nested)
 
 
 def test_copy_writes_through_a_view_of_the_batch():
@@ -243,7 +194,7 @@ def test_copy_writes_through_a_view_of_the_batch():
         target[1:].copy_(src.to(torch.float32))
         return target
 
-    _against_torchs(into_view, [(3, 4), (2, 4)], (True, True))
+    against_torchs(into_view, [(3, 4), (2, 4)], (True, True))
 
 
 def test_copy_from_a_batch_into_an_unbatched_tensor_is_refused():

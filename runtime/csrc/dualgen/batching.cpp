@@ -35,15 +35,13 @@
 
 #include <bitset>
 
+#include "batching.h"
+
 namespace py = pybind11;
 
 namespace dualgen {
 
-namespace {
-
-using Levels = std::bitset<at::kVmapNumLevels>;
-
-std::unique_ptr<torch::Library> batching;
+namespace batching {
 
 // The tensor the op runs on for `t`: batch dimensions of `levels` first, then
 // t's logical dimensions right-aligned to `rank`.
@@ -124,6 +122,17 @@ void element_by_element(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     stack->push_back(at::addBatchDim(at::stack(pieces), inner, 0));
   }
 }
+
+}  // namespace batching
+
+namespace {
+
+using batching::element_by_element;
+using batching::Levels;
+using batching::logical_dim;
+using batching::physical;
+
+std::unique_ptr<torch::Library> batching_library;
 
 void pointwise_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
@@ -383,33 +392,34 @@ struct DropWarnings : c10::WarningHandler {
 // Register the rule for `ops` (OpOverloads; the Python side chooses them), or,
 // given None, remove it.
 void set_batching(const py::object& ops) {
-  batching.reset();
+  batching_library.reset();
   if (ops.is_none()) return;
-  batching = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+  batching_library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                               c10::DispatchKey::Batched, __FILE__, __LINE__);
   for (const py::handle& func : ops) {
     const auto name = func.attr("_schema").attr("name").cast<std::string>();
     const auto overload = func.attr("_overloadname").cast<std::string>();
     const std::string bare = name.substr(name.find("::") + 2);
     const std::string qualified = overload == "default" ? bare : bare + "." + overload;
-    batching->impl(qualified.c_str(),
+    batching_library->impl(qualified.c_str(),
                    torch::CppFunction::makeFromBoxedFunction<&pointwise_batched>());
   }
-  batching->impl("flatten.using_ints",
+  batching_library->impl("flatten.using_ints",
                  torch::CppFunction::makeFromBoxedFunction<&flatten_batched>());
-  batching->impl("alias", torch::CppFunction::makeFromBoxedFunction<&alias_batched>());
-  batching->impl("convolution",
+  batching_library->impl("alias", torch::CppFunction::makeFromBoxedFunction<&alias_batched>());
+  batching_library->impl("convolution",
                  torch::CppFunction::makeFromBoxedFunction<&convolution_batched>());
-  batching->impl("convolution_backward",
+  batching_library->impl("convolution_backward",
                  torch::CppFunction::makeFromBoxedFunction<&convolution_backward_batched>());
-  batching->impl("sum", torch::CppFunction::makeFromBoxedFunction<&reduce_all_batched<false>>());
-  batching->impl("mean", torch::CppFunction::makeFromBoxedFunction<&reduce_all_batched<true>>());
-  batching->impl("mean.dim", torch::CppFunction::makeFromBoxedFunction<&mean_dim_batched>());
-  batching->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_batched>());
+  batching_library->impl("sum", torch::CppFunction::makeFromBoxedFunction<&reduce_all_batched<false>>());
+  batching_library->impl("mean", torch::CppFunction::makeFromBoxedFunction<&reduce_all_batched<true>>());
+  batching_library->impl("mean.dim", torch::CppFunction::makeFromBoxedFunction<&mean_dim_batched>());
+  batching_library->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&copy_batched>());
   DropWarnings drop;
   c10::WarningUtils::WarningHandlerGuard quiet(&drop);
-  batching->impl("mv", torch::CppFunction::makeFromBoxedFunction<&mv_batched>());
-  batching->impl("mm", torch::CppFunction::makeFromBoxedFunction<&mm_batched>());
+  batching_library->impl("mv", torch::CppFunction::makeFromBoxedFunction<&mv_batched>());
+  batching_library->impl("mm", torch::CppFunction::makeFromBoxedFunction<&mm_batched>());
+  batching::register_shape_rules(*batching_library);
 }
 
 }  // namespace

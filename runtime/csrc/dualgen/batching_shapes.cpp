@@ -1,0 +1,310 @@
+// Legacy-vmap batching rules for ops that index, shift, pad or resample a
+// tensor: the tangent kernels of gather (sort, topk, max, max pooling),
+// index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
+// triu / tril, diag_embed, scatter_add, index_add, average pooling and
+// upsampling. Legacy vmap has no rule for them, so a Jacobian's batched
+// tangents went through them one column at a time (torch's for-loop fallback):
+// `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
+//
+// Each rule takes the case where the tensor being indexed (or shifted, padded,
+// resampled) is batched and the index-like arguments are not: the op runs once
+// on the physical batch, batch dims leading, its dim arguments moved past them
+// (or the batch folded into the images' leading dimension, for the kernels
+// that take a fixed rank). Every other case runs element by element, as
+// torch's fallback does.
+#include <ATen/LegacyBatchedTensorImpl.h>
+#include <ATen/LegacyVmapTransforms.h>
+#include <ATen/WrapDimUtils.h>
+
+#include "batching.h"
+
+namespace dualgen::batching {
+
+namespace {
+
+bool holds_batched(const c10::IValue& value) {
+  if (value.isTensor()) return at::isBatchedTensor(value.toTensor());
+  if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorVector()) {
+      if (at::isBatchedTensor(t)) return true;
+    }
+  }
+  if (value.isList()) {  // Tensor?[]
+    for (const c10::IValue& item : value.toListRef()) {
+      if (item.isTensor() && at::isBatchedTensor(item.toTensor())) return true;
+    }
+  }
+  return false;
+}
+
+// The stack's arguments of `op`, first at `first`.
+size_t first_argument(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  return stack.size() - op.schema().arguments().size();
+}
+
+// True if argument `which` is a batched tensor of at least `min_rank` logical
+// dims and no other argument holds a batched tensor.
+bool batched_alone(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                   size_t which, int64_t min_rank) {
+  const size_t first = first_argument(op, stack);
+  for (size_t i = first; i < stack.size(); ++i) {
+    const bool batched = holds_batched(stack[i]);
+    if (i - first == which) {
+      if (!batched || logical_dim(stack[i].toTensor()) < min_rank) return false;
+    } else if (batched) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Replaces the op's arguments on the stack by its result, `physical` mapped
+// back through `view`.
+void push_result(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                 const at::VmapPhysicalView& view, const at::Tensor& physical) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->push_back(view.getPhysicalToLogicalMap().apply(physical));
+}
+
+std::vector<int64_t> physical_dims(const at::VmapPhysicalView& view, c10::IntArrayRef dims) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(view.getPhysicalDim(d));
+  return out;
+}
+
+// The batch sizes of a physical view, then `rest`.
+std::vector<int64_t> batch_then(const at::VmapPhysicalView& view, c10::IntArrayRef rest) {
+  const auto sizes = view.tensor().sizes();
+  std::vector<int64_t> shape(sizes.begin(), sizes.begin() + view.numBatchDims());
+  shape.insert(shape.end(), rest.begin(), rest.end());
+  return shape;
+}
+
+// A rule: `compute` (the physical view of the batched argument 0 and the
+// arguments) gives the physical result, for a batched argument 0 of at least
+// `min_rank` logical dims with nothing else batched; element by element
+// otherwise.
+template <int64_t min_rank, at::Tensor (*compute)(const at::VmapPhysicalView&,
+                                                 c10::ArrayRef<c10::IValue>)>
+void self_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, min_rank)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const c10::ArrayRef<c10::IValue> args(stack->data() + first, stack->size() - first);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical(args[0].toTensor());
+  const at::Tensor result = compute(view, args);
+  push_result(op, stack, view, result);
+}
+
+// cumsum(self, dim, *, dtype)
+at::Tensor cumsum(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return at::cumsum(view.tensor(), view.getPhysicalDim(args[1].toInt()),
+                    args[2].toOptional<at::ScalarType>());
+}
+
+// flip(self, dims)
+at::Tensor flip(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return view.tensor().flip(physical_dims(view, args[1].toIntVector()));
+}
+
+// roll(self, shifts, dims): without dims, over the flattened element.
+at::Tensor roll(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const auto shifts = args[1].toIntVector();
+  const auto dims = args[2].toIntVector();
+  const at::Tensor& t = view.tensor();
+  if (dims.empty()) {
+    const int64_t start = view.numBatchDims();
+    return t.flatten(start).roll(shifts, {start}).view(t.sizes());
+  }
+  return t.roll(shifts, physical_dims(view, dims));
+}
+
+// repeat(self, repeats): the element viewed with the leading ones repeats adds.
+at::Tensor repeat(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const auto repeats = args[1].toIntVector();
+  const at::Tensor& t = view.tensor();
+  const int64_t batch = view.numBatchDims();
+  const int64_t rank = t.dim() - batch;
+  TORCH_CHECK(static_cast<int64_t>(repeats.size()) >= rank,
+              "Number of dimensions of repeat dims can not be smaller than number of "
+              "dimensions of tensor");
+  std::vector<int64_t> ones(repeats.size() - rank, 1);
+  ones.insert(ones.end(), t.sizes().begin() + batch, t.sizes().end());
+  std::vector<int64_t> all(batch, 1);
+  all.insert(all.end(), repeats.begin(), repeats.end());
+  return t.reshape(batch_then(view, ones)).repeat(all);
+}
+
+// constant_pad_nd(self, pad, value): pads trailing dims, which the batch's are.
+at::Tensor constant_pad_nd(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const auto pad = args[1].toIntVector();
+  TORCH_CHECK(static_cast<int64_t>(pad.size()) <= 2 * (view.tensor().dim() - view.numBatchDims()),
+              "Length of pad should be no more than twice the number of dimensions of the input.");
+  return at::constant_pad_nd(view.tensor(), pad, args[2].toScalar());
+}
+
+// triu(self, diagonal), tril(self, diagonal): the trailing two dims.
+at::Tensor triu(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return view.tensor().triu(args[1].toInt());
+}
+
+at::Tensor tril(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return view.tensor().tril(args[1].toInt());
+}
+
+// diag_embed(self, offset, dim1, dim2): dims of the result, one more than self's.
+at::Tensor diag_embed(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const int64_t batch = view.numBatchDims();
+  const int64_t rank = view.tensor().dim() - batch + 1;
+  const int64_t dim1 = at::maybe_wrap_dim(args[2].toInt(), rank) + batch;
+  const int64_t dim2 = at::maybe_wrap_dim(args[3].toInt(), rank) + batch;
+  return at::diag_embed(view.tensor(), args[1].toInt(), dim1, dim2);
+}
+
+// gather(self, dim, index, *, sparse_grad): the index the same for every element.
+at::Tensor gather(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor index = args[2].toTensor();
+  const int64_t rank = view.tensor().dim() - view.numBatchDims();
+  TORCH_CHECK(index.dim() == rank,
+              "Index tensor must have the same number of dimensions as input tensor");
+  return at::gather(view.tensor(), view.getPhysicalDim(args[1].toInt()),
+                    index.expand(batch_then(view, index.sizes())), args[3].toBool());
+}
+
+// index_select(self, dim, index)
+at::Tensor index_select(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return at::index_select(view.tensor(), view.getPhysicalDim(args[1].toInt()),
+                          args[2].toTensor());
+}
+
+// embedding(weight, indices, ...): the rows of each element's weight.
+at::Tensor embedding(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor indices = args[1].toTensor();
+  const at::Tensor& weight = view.tensor();
+  std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
+  shape.push_back(weight.size(-1));
+  return weight.index_select(view.numBatchDims(), indices.reshape(-1))
+      .view(batch_then(view, shape));
+}
+
+// index.Tensor(self, indices): the batch dims taken whole. Advanced indices
+// separated by a whole dimension put their result first, before the batch
+// dims: those run element by element.
+void index(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, 1)) return element_by_element(op, stack);
+  const auto indices = stack->back().to<c10::List<std::optional<at::Tensor>>>();
+  int64_t first_index = -1, last_index = -1, count = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::optional<at::Tensor> t = indices.get(i);
+    if (!t.has_value() || !t->defined()) continue;
+    if (first_index < 0) first_index = static_cast<int64_t>(i);
+    last_index = static_cast<int64_t>(i);
+    ++count;
+  }
+  if (count == 0 || last_index - first_index + 1 != count) {
+    return element_by_element(op, stack);
+  }
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical(
+      (*stack)[stack->size() - 2].toTensor());
+  c10::List<std::optional<at::Tensor>> shifted;
+  for (int64_t d = 0; d < view.numBatchDims(); ++d) shifted.push_back(std::nullopt);
+  for (size_t i = 0; i < indices.size(); ++i) shifted.push_back(indices.get(i));
+  push_result(op, stack, view, at::index(view.tensor(), shifted));
+}
+
+// scatter_add(self, dim, index, src) and index_add(self, dim, index, source,
+// *, alpha) with self or the source batched and the index not: self and the
+// source both physical, expanded over the batch, the index too for scatter_add.
+template <bool scatter>
+void add_at(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = first_argument(op, *stack);
+  const at::Tensor self = (*stack)[first].toTensor();
+  const at::Tensor index = (*stack)[first + 2].toTensor();
+  const at::Tensor source = (*stack)[first + 3].toTensor();
+  const int64_t rank = logical_dim(self);
+  if (at::isBatchedTensor(index) || rank == 0 || logical_dim(source) != rank ||
+      (!at::isBatchedTensor(self) && !at::isBatchedTensor(source))) {
+    return element_by_element(op, stack);
+  }
+  Levels levels;
+  for (const at::Tensor& t : {self, source}) {
+    if (const auto* impl = at::maybeGetBatchedImpl(t)) {
+      levels |= at::createVmapLevelsBitset(impl->bdims());
+    }
+  }
+  at::Tensor self_p = physical(self, levels, rank);
+  at::Tensor source_p = physical(source, levels, rank);
+  const int64_t batch = static_cast<int64_t>(levels.count());
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < batch; ++d) sizes.push_back(std::max(self_p.size(d), source_p.size(d)));
+  const auto over_batch = [&](const at::Tensor& t, int64_t skip) {
+    std::vector<int64_t> shape(sizes);
+    shape.insert(shape.end(), t.sizes().begin() + skip, t.sizes().end());
+    return shape;
+  };
+  self_p = self_p.expand(over_batch(self_p, batch));
+  source_p = source_p.expand(over_batch(source_p, batch));
+  const int64_t dim = at::maybe_wrap_dim((*stack)[first + 1].toInt(), rank) + batch;
+  at::Tensor result;
+  if constexpr (scatter) {
+    result = at::scatter_add(self_p, dim, index.expand(over_batch(index, 0)), source_p);
+  } else {
+    result = at::index_add(self_p, dim, index, source_p, (*stack)[first + 4].toScalar());
+  }
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->push_back(at::VmapPhysicalToLogicalMap(levels).apply(result));
+}
+
+// Kernels that take images of a fixed rank ((N, C, *spatial), or (C, *spatial)
+// for some): the batch and any leading logical dims folded into N, the last
+// `kept` (C and the spatial dims) kept, the result unfolded again.
+template <int64_t kept>
+void images(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, kept)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical((*stack)[first].toTensor());
+  const at::Tensor& t = view.tensor();
+  std::vector<int64_t> folded{-1};
+  folded.insert(folded.end(), t.sizes().end() - kept, t.sizes().end());
+  (*stack)[first] = c10::IValue(t.reshape(folded));
+  op.callBoxed(*stack);  // (nothing batched is left)
+  const at::Tensor out = stack->back().toTensor();
+  std::vector<int64_t> unfolded(t.sizes().begin(), t.sizes().end() - kept);
+  unfolded.insert(unfolded.end(), out.sizes().end() - kept, out.sizes().end());
+  stack->back() = c10::IValue(view.getPhysicalToLogicalMap().apply(out.reshape(unfolded)));
+}
+
+template <auto rule>
+torch::CppFunction boxed() {
+  return torch::CppFunction::makeFromBoxedFunction<rule>();
+}
+
+}  // namespace
+
+void register_shape_rules(torch::Library& library) {
+  library.impl("cumsum", boxed<&self_batched<1, &cumsum>>());
+  library.impl("flip", boxed<&self_batched<1, &flip>>());
+  library.impl("roll", boxed<&self_batched<1, &roll>>());
+  library.impl("repeat", boxed<&self_batched<0, &repeat>>());
+  library.impl("constant_pad_nd", boxed<&self_batched<1, &constant_pad_nd>>());
+  library.impl("triu", boxed<&self_batched<2, &triu>>());
+  library.impl("tril", boxed<&self_batched<2, &tril>>());
+  library.impl("diag_embed", boxed<&self_batched<1, &diag_embed>>());
+  library.impl("gather", boxed<&self_batched<1, &gather>>());
+  library.impl("index_select", boxed<&self_batched<1, &index_select>>());
+  library.impl("embedding", boxed<&self_batched<2, &embedding>>());
+  library.impl("index.Tensor", boxed<&index>());
+  library.impl("scatter_add", boxed<&add_at<true>>());
+  library.impl("index_add", boxed<&add_at<false>>());
+  for (const char* name : {"avg_pool2d", "upsample_nearest2d", "upsample_nearest2d.vec",
+                           "upsample_bilinear2d", "upsample_bilinear2d.vec",
+                           "reflection_pad2d", "replication_pad2d", "pixel_shuffle"}) {
+    library.impl(name, boxed<&images<3>>());
+  }
+  for (const char* name : {"avg_pool1d", "upsample_nearest1d", "upsample_nearest1d.vec",
+                           "upsample_linear1d", "upsample_linear1d.vec",
+                           "reflection_pad1d", "replication_pad1d"}) {
+    library.impl(name, boxed<&images<2>>());
+  }
+}
+
+}  // namespace dualgen::batching

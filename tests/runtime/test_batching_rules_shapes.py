@@ -1,0 +1,169 @@
+"""The batching rules dualgen gives torch's legacy vmap for ops that index, shift,
+pad or resample a tensor (csrc/dualgen/batching_shapes.cpp) compute what legacy
+vmap's for-loop fallback computed: the indexed tensor batched (nested vmaps too),
+the index-like arguments unbatched, each op's dimension arguments positive and
+negative; and the cases the rules leave to the loop (an index batched, the
+advanced indices of `x[i, :, j]` apart) still right. Then jacfwd through them
+against torch.func."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from batching_checks import against_torchs, batched_kernel, rand
+
+import dualgen.func as dfunc
+from dualgen import cpp
+from dualgen.hot_path import policy as hot_path
+
+pytestmark = [
+    pytest.mark.skipif(cpp.state() != "built", reason="C++ extension not built"),
+    pytest.mark.filterwarnings("ignore:There is a performance drop"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cpp_backend(cpp_kernels_for_module):
+    """The C++ kernels, whose batching rules these tests hold (conftest)."""
+
+
+INDEX = torch.tensor([2, 0, 2])
+
+# name -> (function of the batched tensor, its logical shape)
+ONE_BATCHED = {
+    "cumsum": (lambda x: x.cumsum(1), (3, 4)),
+    "cumsum_negative_dim_dtype": (
+        lambda x: torch.cumsum(x, -2, dtype=torch.float32),
+        (3, 4),
+    ),
+    "flip": (lambda x: x.flip(0, -1), (3, 4)),
+    "roll": (lambda x: x.roll((1, -2), (0, 1)), (3, 4)),
+    "roll_flattened": (lambda x: x.roll(5), (3, 4)),
+    "repeat": (lambda x: x.repeat(2, 3), (3, 4)),
+    "repeat_more_dims": (lambda x: x.repeat(2, 1, 3), (3, 4)),
+    "repeat_of_0d": (lambda x: x.repeat(2, 3), ()),
+    "constant_pad_nd": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5), (3, 4)),
+    "constant_pad_nd_negative": (lambda x: F.pad(x, (-1, 1)), (3, 4)),
+    "triu": (lambda x: x.triu(1), (2, 3, 4)),
+    "tril": (lambda x: x.tril(-1), (3, 4)),
+    "diag_embed": (lambda x: torch.diag_embed(x, offset=1, dim1=0, dim2=2), (3, 4)),
+    "diag_embed_default": (torch.diag_embed, (3, 4)),
+    "gather": (lambda x: x.gather(1, torch.tensor([[0, 3], [1, 1], [2, 0]])), (3, 4)),
+    "gather_negative_dim": (
+        lambda x: x.gather(-2, torch.tensor([[0, 2, 1, 1]])),
+        (3, 4),
+    ),
+    "index_select": (lambda x: x.index_select(-1, INDEX), (3, 4)),
+    "index_select_1d": (lambda x: x.index_select(0, INDEX), (4,)),
+    "embedding": (lambda w: F.embedding(torch.tensor([[1, 0], [2, 2]]), w), (3, 4)),
+    "index": (lambda x: x[INDEX], (3, 4)),
+    "index_second_dim": (lambda x: x[:, INDEX], (3, 4)),
+    "index_adjacent": (lambda x: x[:, INDEX, torch.tensor([0, 1, 1])], (2, 3, 4)),
+    "index_apart": (lambda x: x[INDEX, :, torch.tensor([0, 1, 1])], (3, 2, 4)),
+    "index_mask": (lambda x: x[torch.tensor([True, False, True])], (3, 4)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), (2, 4, 6)),
+    "avg_pool2d_batch_of_images": (lambda x: F.avg_pool2d(x, 3, 1, 1), (2, 2, 4, 4)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 2), (2, 6)),
+    "upsample_nearest2d": (lambda x: F.interpolate(x, scale_factor=2), (1, 2, 3, 3)),
+    "upsample_bilinear2d": (
+        lambda x: F.interpolate(x, size=(5, 4), mode="bilinear", align_corners=True),
+        (2, 2, 3, 3),
+    ),
+    "upsample_linear1d": (
+        lambda x: F.interpolate(x, scale_factor=2, mode="linear"),
+        (1, 2, 3),
+    ),
+    "reflection_pad2d": (lambda x: F.pad(x, (1, 1, 2, 0), mode="reflect"), (2, 3, 4)),
+    "reflection_pad1d": (lambda x: F.pad(x, (2, 1), mode="reflect"), (1, 2, 4)),
+    "replication_pad2d": (
+        lambda x: F.pad(x, (1, 0, 1, 2), mode="replicate"),
+        (1, 1, 3, 4),
+    ),
+    "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 8, 2, 3)),
+}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("name", ONE_BATCHED)
+def test_one_batched_tensor(name, nested):
+    fn, shape = ONE_BATCHED[name]
+    against_torchs(fn, [shape], (True,), nested)
+
+
+# Both tensors batched or not, the index unbatched: (fn, shapes of the two).
+ADDS = {
+    "scatter_add": (
+        lambda a, b: a.scatter_add(1, torch.tensor([[0, 2], [1, 1], [3, 0]]), b),
+        [(3, 4), (3, 2)],
+    ),
+    "index_add": (lambda a, b: a.index_add(0, INDEX, b, alpha=0.5), [(4, 2), (3, 2)]),
+    "index_add_negative_dim": (
+        lambda a, b: a.index_add(-1, INDEX, b),
+        [(2, 4), (2, 3)],
+    ),
+}
+
+
+@pytest.mark.parametrize("batched", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("name", ADDS)
+def test_adds_at_an_index(name, batched, nested):
+    fn, shapes = ADDS[name]
+    against_torchs(fn, shapes, batched, nested)
+
+
+# Cases the rules leave to the loop: the index batched.
+LOOPED = {
+    "gather_batched_index": (
+        lambda x, i: x.gather(1, i.abs().long() % 4),
+        [(3, 4), (3, 2)],
+    ),
+    "index_select_of_a_batched_index": (
+        lambda x, i: x.index_select(0, i.abs().long() % 3),
+        [(3, 4), (2,)],
+    ),
+}
+
+
+@pytest.mark.parametrize("batched", [(True, True), (False, True)])
+@pytest.mark.parametrize("name", LOOPED)
+def test_batched_indices_run_element_by_element(name, batched):
+    fn, shapes = LOOPED[name]
+    against_torchs(fn, shapes, batched)
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["cumsum", "flip", "repeat", "gather", "index.Tensor", "upsample_nearest2d.vec"],
+)
+def test_the_rules_are_dualgens_while_registered(op):
+    assert "dualgen/batching.cpp" in batched_kernel(op)
+    hot_path.set_batching_rules(False)
+    try:
+        assert "dualgen/batching.cpp" not in batched_kernel(op)
+    finally:
+        hot_path.set_batching_rules(True)
+
+
+def test_repeat_with_fewer_repeats_than_dims_raises_as_torch():
+    with pytest.raises(RuntimeError, match="can not be smaller"):
+        against_torchs(lambda x: x.repeat(2), [(3, 4)], (True,))
+
+
+JACOBIANS = {
+    "repeat": lambda x: x.repeat(2) * x.sum(),
+    "sort": lambda x: x.sort().values.cumsum(0),
+    "max_pool": lambda x: F.max_pool2d(x.view(1, 1, 4, 4), 2).flatten(),
+    "pad_and_upsample": lambda x: F.interpolate(
+        F.pad(x.view(1, 1, 4, 4), (1, 1, 1, 1), mode="reflect"), scale_factor=2
+    ).sum((0, 1)),
+    "embedding_like": lambda x: x.view(4, 4)[INDEX].roll(1, 0).flip(1),
+}
+
+
+@pytest.mark.parametrize("name", JACOBIANS)
+def test_jacfwd_through_the_rules_matches_torch_func(name):
+    f = JACOBIANS[name]
+    x = rand(16)
+    torch.testing.assert_close(dfunc.jacfwd(f)(x), torch.func.jacfwd(f)(x))
