@@ -183,9 +183,13 @@ def batching_ops() -> list:
 
 def _ops_without_batching_rules() -> list:
     """The ops the extension gives legacy vmap an element-wise batching rule
-    for (csrc/dualgen/batching.cpp): functional aten ops tagged pointwise, not
-    random, of tensors and numbers only, returning tensors, which have no rule
-    of torch's own (they ran once per batch element)."""
+    for (csrc/dualgen/batching.cpp): functional aten ops that are element-wise,
+    not random, of tensors and numbers only, returning tensors, which have no
+    rule of torch's own (they ran once per batch element). Element-wise: tagged
+    pointwise; or an overload of an op another overload of which is
+    (`where.ScalarOther`); or the backward of one, taking no int (a loss's
+    reduction, which divides by the element count) (`hardtanh_backward`,
+    `elu_backward`, `softplus_backward`: the tangents of activations)."""
     ops = []
     for name in torch._C._dispatch_get_all_op_names():  # "aten::add.Tensor"
         if not name.startswith("aten::"):
@@ -200,10 +204,48 @@ def _ops_without_batching_rules() -> list:
     return ops
 
 
+def _element_wise(op) -> bool:
+    if torch.Tag.pointwise in op.tags:
+        return True
+    packet = op.overloadpacket
+    siblings = (getattr(packet, o) for o in packet.overloads())
+    if any(
+        torch.Tag.pointwise in other.tags and _scalar_variant(op, other)
+        for other in siblings
+    ):
+        return True
+    name = packet.__name__
+    if not name.endswith("_backward") or any(
+        str(a.type) in ("int", "SymInt") for a in op._schema.arguments
+    ):
+        return False
+    forward = getattr(torch.ops.aten, name.removesuffix("_backward"), None)
+    return forward is not None and any(
+        torch.Tag.pointwise in getattr(forward, o).tags for o in forward.overloads()
+    )
+
+
+def _scalar_variant(op, other) -> bool:
+    """op takes other's arguments, by name, with numbers for some tensors
+    (`where.ScalarOther` of `where.self`)."""
+    mine, theirs = op._schema.arguments, other._schema.arguments
+    return len(mine) == len(theirs) and all(
+        a.name == b.name
+        and (
+            str(a.type) == str(b.type)
+            or (str(a.type), str(b.type)) == SCALAR_FOR_TENSOR
+        )
+        for a, b in zip(mine, theirs)
+    )
+
+
+SCALAR_FOR_TENSOR = ("number", "Tensor")  # (a Scalar argument's type)
+
+
 def _batches_pointwise(op) -> bool:
     schema = op._schema
     tags = op.tags
-    if torch.Tag.pointwise not in tags or torch.Tag.nondeterministic_seeded in tags:
+    if not _element_wise(op) or torch.Tag.nondeterministic_seeded in tags:
         return False
     if schema.is_mutable or not schema.returns:
         return False
@@ -214,8 +256,6 @@ def _batches_pointwise(op) -> bool:
         for a in schema.arguments
     ):
         return False
-    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-    # (An op torch decomposes above the Batched key never reaches it.)
-    return not has_kernel(op.name(), "Batched") and not has_kernel(
-        op.name(), "CompositeImplicitAutograd"
-    )
+    # (Composite ops too: legacy vmap's loop, a fallback at the Batched key,
+    # takes them before their decomposition would run.)
+    return not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Batched")

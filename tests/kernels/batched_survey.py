@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from devices import DEVICE, fork_rng
 from torch._vmap_internals import _vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devices import DEVICE, fork_rng  # noqa: E402 - (tests/ on the path above)
 
 from kernel_harness import (
     call,

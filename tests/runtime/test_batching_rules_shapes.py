@@ -2,9 +2,10 @@
 pad or resample a tensor (csrc/dualgen/batching_shapes.cpp) compute what legacy
 vmap's for-loop fallback computed: the indexed tensor batched (nested vmaps too),
 the index-like arguments unbatched, each op's dimension arguments positive and
-negative; and the cases the rules leave to the loop (an index batched, the
-advanced indices of `x[i, :, j]` apart) still right. Then jacfwd through them
-against torch.func."""
+negative; the `*_like` factories; matmul's decomposition and
+`linalg_solve_triangular`, each operand batched or not; and the cases the rules
+leave to the loop (an index batched, the advanced indices of `x[i, :, j]` apart)
+still right. Then jacfwd through them against torch.func."""
 
 from __future__ import annotations
 
@@ -81,6 +82,13 @@ ONE_BATCHED = {
         (1, 1, 3, 4),
     ),
     "pixel_shuffle": (lambda x: F.pixel_shuffle(x, 2), (1, 8, 2, 3)),
+    "zeros_like": (lambda x: torch.zeros_like(x) + x, (3, 4)),
+    "full_like_0d": (lambda x: torch.full_like(x, 2.0, dtype=torch.float32), ()),
+    "ones_like": (
+        lambda x: torch.ones_like(x, memory_format=torch.contiguous_format),
+        (3, 4),
+    ),
+    "unsafe_view": (lambda x: torch.ops.aten._unsafe_view(x, [4, 3]), (3, 4)),
 }
 
 
@@ -110,6 +118,33 @@ ADDS = {
 @pytest.mark.parametrize("name", ADDS)
 def test_adds_at_an_index(name, batched, nested):
     fn, shapes = ADDS[name]
+    against_torchs(fn, shapes, batched, nested)
+
+
+# Operands that broadcast their leading dims, either or both batched.
+BROADCASTING = {
+    "solve_triangular": (
+        lambda a, b: torch.linalg.solve_triangular(
+            a.triu() + 3 * torch.eye(3), b, upper=True
+        ),
+        [(3, 3), (3, 2)],
+    ),
+    "solve_triangular_right_batched_a": (
+        lambda a, b: torch.linalg.solve_triangular(
+            a.tril() + 3 * torch.eye(3), b, upper=False, left=False, unitriangular=True
+        ),
+        [(2, 3, 3), (4, 3)],
+    ),
+    "matmul_batched_matrices": (torch.matmul, [(2, 3, 4), (4, 5)]),
+    "matmul_vector_matrix": (torch.matmul, [(4,), (2, 4, 3)]),
+}
+
+
+@pytest.mark.parametrize("batched", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("name", BROADCASTING)
+def test_broadcasting_operands(name, batched, nested):
+    fn, shapes = BROADCASTING[name]
     against_torchs(fn, shapes, batched, nested)
 
 

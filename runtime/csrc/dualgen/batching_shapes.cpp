@@ -2,7 +2,7 @@
 // tensor: the tangent kernels of gather (sort, topk, max, max pooling),
 // index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
 // triu / tril, diag_embed, scatter_add, index_add, average pooling and
-// upsampling. Legacy vmap has no rule for them, so a Jacobian's batched
+// upsampling; the `*_like` factories; and matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
 // tangents went through them one column at a time (torch's for-loop fallback):
 // `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
 //
@@ -273,6 +273,67 @@ void images(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   stack->back() = c10::IValue(view.getPhysicalToLogicalMap().apply(out.reshape(unfolded)));
 }
 
+// zeros_like(self, ...) and the other `*_like` factories: the physical
+// batch's, which has each element's shape.
+void like(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, 0)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical((*stack)[first].toTensor());
+  (*stack)[first] = c10::IValue(view.tensor());
+  op.callBoxed(*stack);  // (nothing batched is left)
+  stack->back() = c10::IValue(view.getPhysicalToLogicalMap().apply(stack->back().toTensor()));
+}
+
+// _unsafe_view(self, size), which matmul's decomposition reaches: each
+// element's values in the new shape.
+at::Tensor unsafe_view(const at::VmapPhysicalView& view, c10::ArrayRef<c10::IValue> args) {
+  return view.tensor().reshape(batch_then(view, args[1].toIntVector()));
+}
+
+// linalg_solve_triangular(A, B, *, upper, left, unitriangular), which
+// broadcasts its operands' leading dims: each operand's batch dims first, its
+// logical dims right-aligned, as the element-wise rule lays them out.
+void solve_triangular(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = first_argument(op, *stack);
+  const at::Tensor a = (*stack)[first].toTensor();
+  const at::Tensor b = (*stack)[first + 1].toTensor();
+  Levels levels;
+  for (const at::Tensor& t : {a, b}) {
+    if (const auto* impl = at::maybeGetBatchedImpl(t)) {
+      levels |= at::createVmapLevelsBitset(impl->bdims());
+    }
+  }
+  const int64_t rank = std::max(logical_dim(a), logical_dim(b));
+  const at::Tensor result = at::linalg_solve_triangular(
+      physical(a, levels, rank), physical(b, levels, rank), (*stack)[first + 2].toBool(),
+      (*stack)[first + 3].toBool(), (*stack)[first + 4].toBool());
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->push_back(at::VmapPhysicalToLogicalMap(levels).apply(result));
+}
+
+// matmul, a composite op, of operands of two or more dims: its decomposition
+// (mm, bmm, reshapes and expands, which have rules) on the batched operands,
+// where legacy vmap's fallback would take it first and loop. A 1-d operand's
+// decomposition squeezes in place, which legacy vmap's loop does to each
+// element's view and not to the batch (the result would keep the dim): those
+// run element by element, as does a decomposition that meets an op the
+// fallback cannot loop over.
+void decomposed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  const size_t first = stack->size() - n;
+  for (size_t i = first; i < stack->size(); ++i) {
+    if (logical_dim((*stack)[i].toTensor()) < 2) return element_by_element(op, stack);
+  }
+  const std::vector<c10::IValue> arguments(stack->begin() + first, stack->end());
+  try {
+    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+  } catch (const c10::Error&) {
+    stack->resize(first);
+    stack->insert(stack->end(), arguments.begin(), arguments.end());
+    element_by_element(op, stack);
+  }
+}
+
 template <auto rule>
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<rule>();
@@ -295,6 +356,12 @@ void register_shape_rules(torch::Library& library) {
   library.impl("index.Tensor", boxed<&index>());
   library.impl("scatter_add", boxed<&add_at<true>>());
   library.impl("index_add", boxed<&add_at<false>>());
+  for (const char* name : {"zeros_like", "ones_like", "full_like", "empty_like"}) {
+    library.impl(name, boxed<&like>());
+  }
+  library.impl("matmul", boxed<&decomposed>());
+  library.impl("_unsafe_view", boxed<&self_batched<0, &unsafe_view>>());
+  library.impl("linalg_solve_triangular", boxed<&solve_triangular>());
   for (const char* name : {"avg_pool2d", "upsample_nearest2d", "upsample_nearest2d.vec",
                            "upsample_bilinear2d", "upsample_bilinear2d.vec",
                            "reflection_pad2d", "replication_pad2d", "pixel_shuffle"}) {
