@@ -32,8 +32,7 @@ from torch._vmap_internals import _vmap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devices import DEVICE, fork_rng  # noqa: E402 - (tests/ on the path above)
-
+from devices import DEVICE, fork_rng
 from kernel_harness import (
     call,
     is_differentiable_value,
