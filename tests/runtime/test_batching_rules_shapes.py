@@ -89,6 +89,32 @@ ONE_BATCHED = {
         (3, 4),
     ),
     "unsafe_view": (lambda x: torch.ops.aten._unsafe_view(x, [4, 3]), (3, 4)),
+    "to_copy": (lambda x: x.to(torch.float32), (3, 4)),
+    "fill_tensor": (lambda x: x.clone().fill_(torch.tensor(0.5)) + x, (3, 4)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (2, 4, 6)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, 2), (1, 2, 4, 4, 4)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2), (2, 4, 4, 4)),
+    "upsample_bicubic2d": (
+        lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
+        (1, 2, 3, 3),
+    ),
+    "upsample_bilinear2d_aa": (
+        lambda x: F.interpolate(x, size=(2, 2), mode="bilinear", antialias=True),
+        (1, 2, 4, 5),
+    ),
+    "upsample_nearest_exact2d": (
+        lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
+        (1, 1, 4, 4),
+    ),
+    "upsample_trilinear3d": (
+        lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"),
+        (1, 1, 2, 2, 3),
+    ),
+    "reflection_pad3d": (
+        lambda x: F.pad(x, (1, 1, 1, 0, 0, 1), mode="reflect"),
+        (1, 2, 2, 3),
+    ),
+    "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), (2, 1, 4, 6)),
 }
 
 
@@ -136,6 +162,9 @@ BROADCASTING = {
         [(2, 3, 3), (4, 3)],
     ),
     "matmul_batched_matrices": (torch.matmul, [(2, 3, 4), (4, 5)]),
+    "addmm": (lambda b, a: torch.addmm(b, a, a.t(), beta=0.5, alpha=2), [(3,), (3, 4)]),
+    "addmm_beta_0": (lambda b, a: torch.addmm(b, a, a.t(), beta=0), [(3, 3), (3, 4)]),
+    "addmm_defaults": (lambda b, a: torch.addmm(b, a.t(), a), [(1, 4), (3, 4)]),
     "matmul_vector_matrix": (torch.matmul, [(4,), (2, 4, 3)]),
 }
 
@@ -170,7 +199,20 @@ def test_batched_indices_run_element_by_element(name, batched):
 
 @pytest.mark.parametrize(
     "op",
-    ["cumsum", "flip", "repeat", "gather", "index.Tensor", "upsample_nearest2d.vec"],
+    [
+        "cumsum",
+        "flip",
+        "repeat",
+        "gather",
+        "index.Tensor",
+        "upsample_nearest2d.vec",
+        "zeros_like",
+        "matmul",
+        "linalg_solve_triangular",
+        "addmm",
+        "_adaptive_avg_pool2d",
+        "_to_copy",
+    ],
 )
 def test_the_rules_are_dualgens_while_registered(op):
     assert "dualgen/batching.cpp" in batched_kernel(op)

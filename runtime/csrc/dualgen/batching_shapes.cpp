@@ -2,7 +2,8 @@
 // tensor: the tangent kernels of gather (sort, topk, max, max pooling),
 // index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
 // triu / tril, diag_embed, scatter_add, index_add, average pooling and
-// upsampling; the `*_like` factories; and matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
+// upsampling; the `*_like` factories and casts; addmm; and matmul's
+// decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
 // tangents went through them one column at a time (torch's for-loop fallback):
 // `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
 //
@@ -334,6 +335,30 @@ void decomposed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// addmm(self, mat1, mat2, *, beta, alpha): beta self + alpha mat1 @ mat2 on the
+// batched operands (mm's rule and the element-wise ones); self is not read
+// where beta is 0, as the op does not (its NaNs do not propagate).
+void addmm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = first_argument(op, *stack);
+  const at::Tensor self = (*stack)[first].toTensor();
+  const at::Tensor mat1 = (*stack)[first + 1].toTensor();
+  const at::Tensor mat2 = (*stack)[first + 2].toTensor();
+  const c10::Scalar beta = (*stack)[first + 3].toScalar();
+  const c10::Scalar alpha = (*stack)[first + 4].toScalar();
+  at::Tensor product = at::mm(mat1, mat2);
+  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) product = product * alpha;
+  at::Tensor result;
+  if (beta.isIntegral(false) && beta.toLong() == 0) {
+    result = product;
+  } else if (beta.isIntegral(false) && beta.toLong() == 1) {
+    result = self + product;
+  } else {
+    result = self * beta + product;
+  }
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->push_back(result);
+}
+
 template <auto rule>
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<rule>();
@@ -356,21 +381,34 @@ void register_shape_rules(torch::Library& library) {
   library.impl("index.Tensor", boxed<&index>());
   library.impl("scatter_add", boxed<&add_at<true>>());
   library.impl("index_add", boxed<&add_at<false>>());
-  for (const char* name : {"zeros_like", "ones_like", "full_like", "empty_like"}) {
+  library.impl("addmm", boxed<&addmm>());
+  for (const char* name :
+       {"zeros_like", "ones_like", "full_like", "empty_like", "_to_copy", "fill.Tensor"}) {
     library.impl(name, boxed<&like>());
   }
   library.impl("matmul", boxed<&decomposed>());
   library.impl("_unsafe_view", boxed<&self_batched<0, &unsafe_view>>());
   library.impl("linalg_solve_triangular", boxed<&solve_triangular>());
-  for (const char* name : {"avg_pool2d", "upsample_nearest2d", "upsample_nearest2d.vec",
-                           "upsample_bilinear2d", "upsample_bilinear2d.vec",
-                           "reflection_pad2d", "replication_pad2d", "pixel_shuffle"}) {
+  for (const char* name :
+       {"avg_pool1d", "upsample_nearest1d", "upsample_nearest1d.vec", "upsample_linear1d",
+        "upsample_linear1d.vec", "_upsample_nearest_exact1d", "_upsample_nearest_exact1d.vec",
+        "reflection_pad1d", "replication_pad1d"}) {
+    library.impl(name, boxed<&images<2>>());
+  }
+  for (const char* name :
+       {"avg_pool2d", "_adaptive_avg_pool2d", "upsample_nearest2d", "upsample_nearest2d.vec",
+        "upsample_bilinear2d", "upsample_bilinear2d.vec", "upsample_bicubic2d",
+        "upsample_bicubic2d.vec", "_upsample_bilinear2d_aa", "_upsample_bilinear2d_aa.vec",
+        "_upsample_bicubic2d_aa", "_upsample_bicubic2d_aa.vec", "_upsample_nearest_exact2d",
+        "_upsample_nearest_exact2d.vec", "reflection_pad2d", "replication_pad2d",
+        "pixel_shuffle", "pixel_unshuffle"}) {
     library.impl(name, boxed<&images<3>>());
   }
-  for (const char* name : {"avg_pool1d", "upsample_nearest1d", "upsample_nearest1d.vec",
-                           "upsample_linear1d", "upsample_linear1d.vec",
-                           "reflection_pad1d", "replication_pad1d"}) {
-    library.impl(name, boxed<&images<2>>());
+  for (const char* name :
+       {"avg_pool3d", "_adaptive_avg_pool3d", "upsample_nearest3d", "upsample_nearest3d.vec",
+        "upsample_trilinear3d", "upsample_trilinear3d.vec", "_upsample_nearest_exact3d",
+        "_upsample_nearest_exact3d.vec", "reflection_pad3d", "replication_pad3d"}) {
+    library.impl(name, boxed<&images<4>>());
   }
 }
 
