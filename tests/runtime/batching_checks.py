@@ -58,3 +58,16 @@ def batched_kernel(op: str) -> str:
     """Where the op's kernel for legacy vmap's key was registered."""
     dump = torch._C._dispatch_dump(f"aten::{op}").splitlines()
     return next((line for line in dump if line.startswith("Batched:")), "")
+
+
+def assert_registered_by_dualgen(op: str) -> None:
+    """op's Batched kernel is dualgen's while its rules are on, and torch's (or
+    its fallback) while they are off: else the comparisons would hold torch's
+    rules to themselves."""
+    assert "dualgen/batching.cpp" in batched_kernel(op)
+    hot_path.set_batching_rules(False)
+    try:
+        assert "dualgen/batching.cpp" not in batched_kernel(op)
+    finally:
+        hot_path.set_batching_rules(True)
+    assert "dualgen/batching.cpp" in batched_kernel(op)

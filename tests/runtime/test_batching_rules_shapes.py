@@ -12,11 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from batching_checks import against_torchs, batched_kernel, rand
+from batching_checks import against_torchs, assert_registered_by_dualgen, rand
 
 import dualgen.func as dfunc
 from dualgen import cpp
-from dualgen.hot_path import policy as hot_path
 
 pytestmark = [
     pytest.mark.skipif(cpp.state() != "built", reason="C++ extension not built"),
@@ -125,8 +124,9 @@ def test_one_batched_tensor(name, nested):
     against_torchs(fn, [shape], (True,), nested)
 
 
-# Both tensors batched or not, the index unbatched: (fn, shapes of the two).
-ADDS = {
+# Two tensor operands, either or both batched (an index unbatched):
+# (fn, shapes of the two).
+TWO_OPERANDS = {
     "scatter_add": (
         lambda a, b: a.scatter_add(1, torch.tensor([[0, 2], [1, 1], [3, 0]]), b),
         [(3, 4), (3, 2)],
@@ -136,19 +136,7 @@ ADDS = {
         lambda a, b: a.index_add(-1, INDEX, b),
         [(2, 4), (2, 3)],
     ),
-}
-
-
-@pytest.mark.parametrize("batched", [(True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("nested", [False, True])
-@pytest.mark.parametrize("name", ADDS)
-def test_adds_at_an_index(name, batched, nested):
-    fn, shapes = ADDS[name]
-    against_torchs(fn, shapes, batched, nested)
-
-
-# Operands that broadcast their leading dims, either or both batched.
-BROADCASTING = {
+    # operands that broadcast their leading dims
     "solve_triangular": (
         lambda a, b: torch.linalg.solve_triangular(
             a.triu() + 3 * torch.eye(3), b, upper=True
@@ -171,9 +159,9 @@ BROADCASTING = {
 
 @pytest.mark.parametrize("batched", [(True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("nested", [False, True])
-@pytest.mark.parametrize("name", BROADCASTING)
-def test_broadcasting_operands(name, batched, nested):
-    fn, shapes = BROADCASTING[name]
+@pytest.mark.parametrize("name", TWO_OPERANDS)
+def test_two_operands(name, batched, nested):
+    fn, shapes = TWO_OPERANDS[name]
     against_torchs(fn, shapes, batched, nested)
 
 
@@ -215,12 +203,7 @@ def test_batched_indices_run_element_by_element(name, batched):
     ],
 )
 def test_the_rules_are_dualgens_while_registered(op):
-    assert "dualgen/batching.cpp" in batched_kernel(op)
-    hot_path.set_batching_rules(False)
-    try:
-        assert "dualgen/batching.cpp" not in batched_kernel(op)
-    finally:
-        hot_path.set_batching_rules(True)
+    assert_registered_by_dualgen(op)
 
 
 def test_repeat_with_fewer_repeats_than_dims_raises_as_torch():
