@@ -29,6 +29,28 @@ def tangents_have_primal_dtypes(primals, tangents, indices) -> bool:
     return True
 
 
+def _real_of_complex(primal, tangent) -> bool:
+    return (
+        isinstance(primal, torch.Tensor)
+        and isinstance(tangent, torch.Tensor)
+        and primal.is_complex()
+        and not tangent.is_complex()
+    )
+
+
+def real_tangent_of_complex(inputs, tangents) -> bool:
+    """True if a complex input (of the op's differentiable ones) has a real tangent."""
+    return any(_real_of_complex(p, t) for p, t in zip(inputs, tangents))
+
+
+def in_complex_primal_dtypes(inputs, tangents) -> list:
+    """tangents, each real one of a complex input in that input's dtype: the
+    complex tangent t + 0i it stands for."""
+    return [
+        t.to(p.dtype) if _real_of_complex(p, t) else t for p, t in zip(inputs, tangents)
+    ]
+
+
 def _as_meta(value):
     """A meta stand-in with value's dtype and layout (sizes, strides, storage
     offset and length), so a formula run on it lays its result out as on value."""

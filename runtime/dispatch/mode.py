@@ -29,7 +29,12 @@ from torch.utils._python_dispatch import (
 
 from .. import torch_features
 from ..collectives.table import NAMESPACES as COLLECTIVE_NAMESPACES
-from ..dtypes import in_native_dtypes, tangents_have_primal_dtypes
+from ..dtypes import (
+    in_complex_primal_dtypes,
+    in_native_dtypes,
+    real_tangent_of_complex,
+    tangents_have_primal_dtypes,
+)
 from ..hot_path import state as hot_path_state
 from ..layout import is_batched
 from ..levels import (
@@ -533,7 +538,7 @@ def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> 
             result = rule.call(primals, tangents, kernel_outputs)
     except Exception as exc:
         inputs = [primals[i] for i in indices]
-        mixed = isinstance(exc, RuntimeError) and _real_tangent_of_complex(
+        mixed = isinstance(exc, RuntimeError) and real_tangent_of_complex(
             inputs, tangents
         )
         if mixed and rule.kind == "view":
@@ -545,7 +550,7 @@ def _formula_results(func, rule, primals, tangents, promote, kernel_outputs) -> 
         # of the formula that takes one dtype only (dot, mm) gets it so.
         try:
             result = rule.call(
-                primals, _in_complex_primal_dtypes(inputs, tangents), kernel_outputs
+                primals, in_complex_primal_dtypes(inputs, tangents), kernel_outputs
             )
         except RuntimeError:  # the original error says more
             exc.add_note(kernel_error_note(func, rule.origin))
@@ -566,32 +571,6 @@ def _output_tangents(
     if rule.kind != "view":
         shared = shared_with_inputs(results, tangents)
     attach_outputs(rule, level, outputs, results, promote, shared)
-
-
-def _real_tangent_of_complex(inputs, tangents) -> bool:
-    """True if a complex input (of the op's differentiable ones) has a real tangent."""
-    return any(
-        isinstance(p, torch.Tensor)
-        and isinstance(t, torch.Tensor)
-        and p.is_complex()
-        and not t.is_complex()
-        for p, t in zip(inputs, tangents)
-    )
-
-
-def _in_complex_primal_dtypes(inputs, tangents) -> list:
-    """tangents, each real one of a complex input in that input's dtype."""
-    return [
-        (
-            t.to(p.dtype)
-            if isinstance(p, torch.Tensor)
-            and isinstance(t, torch.Tensor)
-            and p.is_complex()
-            and not t.is_complex()
-            else t
-        )
-        for p, t in zip(inputs, tangents)
-    ]
 
 
 def _needs_complex_tangent(func) -> str:
