@@ -118,9 +118,28 @@ def in_native_dtypes(rule: Rule, primals, tangents, outputs, results):
     except Exception:  # noqa: BLE001 - a formula meta tensors cannot run
         return results
     metas = meta if len(results) > 1 else (meta,)
+    narrow = _zero_dim_terms_only(rule, primals, tangents)
     return tuple(
-        _in_native_dtype(*values)
+        _in_native_dtype(*values, narrow)
         for values in zip(results, metas, outputs, meta_outputs)
+    )
+
+
+def _zero_dim_terms_only(rule: Rule, primals, tangents) -> bool:
+    """True if every tangent present is 0-d and an absent one is not: native's
+    zero term of that tangent then sets the dtype (a tensor with dims outranks 0-d
+    ones in promotion), as the meta run's does: `addcmul(x, s, s)` of a float32
+    x without a tangent and a 0-d float64 s with a float32 tangent is float32."""
+    present = [t for t in tensors_in(tangents)]
+    absent = [
+        primals[i]
+        for i, t in zip(rule.input_indices, tangents)
+        if t is None and isinstance(primals[i], torch.Tensor)
+    ]
+    return (
+        bool(present)
+        and all(t.dim() == 0 for t in present)
+        and any(p.dim() > 0 for p in absent)
     )
 
 
@@ -165,13 +184,14 @@ def _native_formula(rule: Rule) -> Rule:
     return view_rule if view_rule is not None and view_rule.kind == "view" else rule
 
 
-def _in_native_dtype(value, like, output, meta_output):
+def _in_native_dtype(value, like, output, meta_output, narrow=False):
     """value (a kernel's tangent for `output`) in native's dtype, `like` being
     the formula's value on meta tensors with every term present (`meta_output`:
-    output's stand-in there)."""
+    output's stand-in there); like's dtype exactly where `narrow`
+    (`_zero_dim_terms_only`)."""
     if isinstance(value, (list, tuple)) and isinstance(like, (list, tuple)):
         return type(value)(
-            _in_native_dtype(*values)
+            _in_native_dtype(*values, narrow)
             for values in zip(value, like, output, meta_output)
         )
     if not (
@@ -182,6 +202,8 @@ def _in_native_dtype(value, like, output, meta_output):
         return value
     if not same_layout(like, meta_output):
         dtype = output.dtype  # native copies it into the output's memory
+    elif narrow:
+        dtype = like.dtype
     else:
         # The kernels' dtype is never narrowed: some meta kernels promote less
         # than the device's (threshold_backward: float32 for a float32 grad

@@ -319,6 +319,16 @@ REGRESSIONS = {
         """,
         expect="a view's later tangent ignores its in-place view ops",
     ),
+    # A 0-d dual with a tangent of another dtype into addcmul with a float32
+    # self without one: native's zero term of self's tangent sets the dtype.
+    "zero_dim_tangents_of_another_dtype_with_a_dimensioned_absent_term": Regression(
+        f"""
+        x0 = torch.tensor([0.0, 0.0, 0.0], {F32})
+        x1 = fwAD.make_dual(torch.tensor(0.0, {F64}), torch.tensor(0.0, {F32}))
+        x3 = torch.addcmul(x0, x1, x1, value=0.5)
+        """,
+        all_dtypes=True,
+    ),
     # A real tangent of a complex vector through dot (matmul): dot takes one
     # dtype, so its formula raised; the tangent is t + 0i there.
     "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
