@@ -12,6 +12,8 @@ torch's, in one process, interleaved rounds, medians; float32, 2 threads.
 - The same three (the vectorized forward-mode `jacobian`, `jacfwd`, `hessian`)
   on a small convnet: an 8x8 image (64 inputs) through two 3x3 convolutions
   with tanh and a linear layer to 10 outputs.
+- `jacfwd` through the ops that index, shift, pad or resample (padding, max
+  pooling, upsampling, sort, repeat, cumsum).
 
 Each round times as many calls as last about 50 ms (one call of a millisecond
 is mostly noise). torch's calls run as torch ships; the batching rules dualgen
@@ -65,6 +67,20 @@ def convnet():
     return f, torch.randn(64)
 
 
+def indexing():
+    """An 8x8 image, given flat (64 inputs), through the ops that index, shift,
+    pad or resample a tensor (reflection padding, max pooling, sort, repeat,
+    cumsum, upsampling), whose tangents ran a column at a time before their
+    batching rules."""
+
+    def f(x):
+        h = F.pad(x.view(1, 1, 8, 8), (1, 1, 1, 1), mode="reflect")
+        h = F.interpolate(F.max_pool2d(h, 2), scale_factor=2)
+        return h.flatten().sort().values.repeat(2).cumsum(0)
+
+    return f, torch.randn(64)
+
+
 def loss_of_weight(size: int = 512, batch: int = 256):
     torch.manual_seed(1)
     x, y = torch.randn(batch, size), torch.randn(batch, size)
@@ -106,6 +122,7 @@ def transforms(model: str, outputs: int, f, x) -> dict:
 def cases() -> dict:
     f, x = mlp()
     loss, w, v = loss_of_weight()
+    index_f, index_x = indexing()
 
     return {
         **transforms("MLP", 64, f, x),
@@ -124,6 +141,10 @@ def cases() -> dict:
             "dualgen": lambda: dual_af.hvp(loss, w, v),
         },
         **transforms("convnet", 10, *convnet()),
+        "func.jacfwd (indexing ops 64 -> 200)": {
+            "torch": lambda: torch.func.jacfwd(index_f)(index_x),
+            "dualgen": lambda: dfunc.jacfwd(index_f)(index_x),
+        },
     }
 
 

@@ -29,6 +29,8 @@ def _cpp_backend(cpp_kernels_for_module):
 
 
 INDEX = torch.tensor([2, 0, 2])
+TARGET = torch.tensor([3, 1, 0])
+CLASS_WEIGHT = torch.tensor([0.5, 2.0, 1.0, 1.5], dtype=torch.float64)
 
 # name -> (function of the batched tensor, its logical shape)
 ONE_BATCHED = {
@@ -114,6 +116,27 @@ ONE_BATCHED = {
         (1, 2, 2, 3),
     ),
     "pixel_unshuffle": (lambda x: F.pixel_unshuffle(x, 2), (2, 1, 4, 6)),
+    "nll_loss_mean": (lambda x: F.nll_loss(x, TARGET), (3, 4)),
+    "nll_loss_sum_weighted": (
+        lambda x: F.nll_loss(x, TARGET, weight=CLASS_WEIGHT, reduction="sum"),
+        (3, 4),
+    ),
+    "nll_loss_none_ignored": (
+        lambda x: F.nll_loss(x, TARGET, reduction="none", ignore_index=1),
+        (3, 4),
+    ),
+    "nll_loss_mean_weighted_ignored": (
+        lambda x: F.nll_loss(x, TARGET, weight=CLASS_WEIGHT, ignore_index=3),
+        (3, 4),
+    ),
+    "nll_loss_one_sample": (
+        lambda x: F.nll_loss(x, TARGET[0], weight=CLASS_WEIGHT),
+        (4,),
+    ),
+    "cross_entropy": (
+        lambda x: F.cross_entropy(x, TARGET, label_smoothing=0.1),
+        (3, 4),
+    ),
 }
 
 
@@ -200,6 +223,7 @@ def test_batched_indices_run_element_by_element(name, batched):
         "addmm",
         "_adaptive_avg_pool2d",
         "_to_copy",
+        "nll_loss_forward",
     ],
 )
 def test_the_rules_are_dualgens_while_registered(op):

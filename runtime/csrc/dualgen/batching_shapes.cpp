@@ -2,8 +2,8 @@
 // tensor: the tangent kernels of gather (sort, topk, max, max pooling),
 // index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
 // triu / tril, diag_embed, scatter_add, index_add, average pooling and
-// upsampling; the `*_like` factories and casts; addmm; and matmul's
-// decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
+// upsampling; the `*_like` factories and casts; addmm; nll_loss_forward; and
+// matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
 // tangents went through them one column at a time (torch's for-loop fallback):
 // `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
 //
@@ -359,6 +359,43 @@ void addmm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   stack->push_back(result);
 }
 
+// nll_loss_forward(self, target, weight, reduction, ignore_index), self batched
+// ((N, C) or (C) per element): the batch folded into N, reduction none, then
+// each element's reduction; the total weight is the same for every element
+// (it reads the target and weight only): the op's own, on zeros of one
+// element's shape.
+void nll_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, 1)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical((*stack)[first].toTensor());
+  const at::Tensor target = (*stack)[first + 1].toTensor();
+  const auto weight = (*stack)[first + 2].toOptional<at::Tensor>();
+  const int64_t reduction = (*stack)[first + 3].toInt();
+  const int64_t ignore_index = (*stack)[first + 4].toInt();
+  const at::Tensor& self = view.tensor();
+  const int64_t batch_dims = view.numBatchDims();
+  const bool rows = self.dim() - batch_dims == 2;  // (N, C), else (C)
+  const int64_t n = rows ? self.size(-2) : 1;
+  const std::vector<int64_t> batch(self.sizes().begin(), self.sizes().begin() + batch_dims);
+  int64_t elements = 1;
+  for (int64_t size : batch) elements *= size;
+  const at::Tensor targets = target.reshape({1, n}).expand({elements, n}).reshape({-1});
+  const at::Tensor each = std::get<0>(at::nll_loss_forward(
+      self.reshape({-1, self.size(-1)}), targets, weight, at::Reduction::None, ignore_index));
+  std::vector<int64_t> shape(batch);
+  if (rows) shape.push_back(n);
+  at::Tensor output = each.view(shape);
+  const std::vector<int64_t> one(self.sizes().begin() + batch_dims, self.sizes().end());
+  const at::Tensor total = std::get<1>(at::nll_loss_forward(
+      at::zeros(one, self.options()), target, weight, reduction, ignore_index));
+  if (reduction != at::Reduction::None && rows) output = output.sum(-1);
+  if (reduction == at::Reduction::Mean) output = output / total;
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  const auto& logical = view.getPhysicalToLogicalMap();
+  stack->push_back(logical.apply(output));
+  stack->push_back(logical.apply(total.expand(batch)));
+}
+
 template <auto rule>
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<rule>();
@@ -382,6 +419,7 @@ void register_shape_rules(torch::Library& library) {
   library.impl("scatter_add", boxed<&add_at<true>>());
   library.impl("index_add", boxed<&add_at<false>>());
   library.impl("addmm", boxed<&addmm>());
+  library.impl("nll_loss_forward", boxed<&nll_loss_forward>());
   for (const char* name :
        {"zeros_like", "ones_like", "full_like", "empty_like", "_to_copy", "fill.Tensor"}) {
     library.impl(name, boxed<&like>());
