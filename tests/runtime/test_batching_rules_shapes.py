@@ -28,6 +28,8 @@ def _cpp_backend(cpp_kernels_for_module):
     """The C++ kernels, whose batching rules these tests hold (conftest)."""
 
 
+torch.manual_seed(0)
+GRU = torch.nn.GRU(4, 3).double()  # its cells split their gates with unsafe_split
 INDEX = torch.tensor([2, 0, 2])
 TARGET = torch.tensor([3, 1, 0])
 CLASS_WEIGHT = torch.tensor([0.5, 2.0, 1.0, 1.5], dtype=torch.float64)
@@ -147,6 +149,23 @@ def test_one_batched_tensor(name, nested):
     against_torchs(fn, [shape], (True,), nested)
 
 
+# Lists torch's fallback cannot stack (it raises): against each element's call.
+REFUSED_BY_THE_LOOP = {
+    "unsafe_split": lambda x: tuple(torch.unsafe_split(x, 3, -1)),
+    "unsafe_split_with_sizes": lambda x: tuple(
+        torch.unsafe_split_with_sizes(x, [1, 2], 0)
+    ),
+    "split_with_sizes_copy": lambda x: tuple(torch.split_with_sizes_copy(x, [3, 1], 1)),
+    "unbind_copy": lambda x: tuple(torch.unbind_copy(x, 1)),
+}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("name", REFUSED_BY_THE_LOOP)
+def test_lists_the_loop_refuses(name, nested):
+    against_torchs(REFUSED_BY_THE_LOOP[name], [(3, 4)], (True,), nested, True)
+
+
 # Two tensor operands, either or both batched (an index unbatched):
 # (fn, shapes of the two).
 TWO_OPERANDS = {
@@ -224,6 +243,7 @@ def test_batched_indices_run_element_by_element(name, batched):
         "_adaptive_avg_pool2d",
         "_to_copy",
         "nll_loss_forward",
+        "unsafe_split.Tensor",
     ],
 )
 def test_the_rules_are_dualgens_while_registered(op):
@@ -236,6 +256,7 @@ def test_repeat_with_fewer_repeats_than_dims_raises_as_torch():
 
 
 JACOBIANS = {
+    "gru": lambda x: GRU(x.view(4, 1, 4))[0].flatten(),
     "repeat": lambda x: x.repeat(2) * x.sum(),
     "sort": lambda x: x.sort().values.cumsum(0),
     "max_pool": lambda x: F.max_pool2d(x.view(1, 1, 4, 4), 2).flatten(),

@@ -2,8 +2,8 @@
 // tensor: the tangent kernels of gather (sort, topk, max, max pooling),
 // index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
 // triu / tril, diag_embed, scatter_add, index_add, average pooling and
-// upsampling; the `*_like` factories and casts; addmm; nll_loss_forward; and
-// matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
+// upsampling; the `*_like` factories and casts; addmm; nll_loss_forward; the
+// splits that return lists; and matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
 // tangents went through them one column at a time (torch's for-loop fallback):
 // `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
 //
@@ -396,6 +396,40 @@ void nll_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   stack->push_back(logical.apply(total.expand(batch)));
 }
 
+// unsafe_split(self, split_size, dim), unsafe_split_with_sizes(self,
+// split_sizes, dim), split_with_sizes_copy and unbind_copy: lists, which
+// legacy vmap's fallback cannot stack (GRU's cells split their gates with
+// unsafe_split: a Jacobian through nn.GRU ran a column at a time). The same
+// split of the batch past its batch dims.
+template <bool copies, std::vector<at::Tensor> (*split)(const at::Tensor&,
+                                                        c10::ArrayRef<c10::IValue>, int64_t)>
+void split_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, 1)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const c10::ArrayRef<c10::IValue> args(stack->data() + first, stack->size() - first);
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical(args[0].toTensor());
+  const int64_t dim = view.getPhysicalDim(args.back().toInt());
+  std::vector<at::Tensor> pieces = split(view.tensor(), args, dim);
+  const auto& logical = view.getPhysicalToLogicalMap();
+  for (at::Tensor& piece : pieces) piece = logical.apply(copies ? piece.clone() : piece);
+  torch::jit::drop(*stack, args.size());
+  stack->push_back(c10::IValue(pieces));
+}
+
+std::vector<at::Tensor> split_by_size(const at::Tensor& t, c10::ArrayRef<c10::IValue> args,
+                                      int64_t dim) {
+  return t.split(args[1].toInt(), dim);
+}
+
+std::vector<at::Tensor> split_by_sizes(const at::Tensor& t, c10::ArrayRef<c10::IValue> args,
+                                       int64_t dim) {
+  return t.split_with_sizes(args[1].toIntVector(), dim);
+}
+
+std::vector<at::Tensor> unbind(const at::Tensor& t, c10::ArrayRef<c10::IValue>, int64_t dim) {
+  return t.unbind(dim);
+}
+
 template <auto rule>
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<rule>();
@@ -420,6 +454,10 @@ void register_shape_rules(torch::Library& library) {
   library.impl("index_add", boxed<&add_at<false>>());
   library.impl("addmm", boxed<&addmm>());
   library.impl("nll_loss_forward", boxed<&nll_loss_forward>());
+  library.impl("unsafe_split.Tensor", boxed<&split_batched<true, &split_by_size>>());
+  library.impl("unsafe_split_with_sizes", boxed<&split_batched<true, &split_by_sizes>>());
+  library.impl("split_with_sizes_copy", boxed<&split_batched<true, &split_by_sizes>>());
+  library.impl("unbind_copy.int", boxed<&split_batched<true, &unbind>>());
   for (const char* name :
        {"zeros_like", "ones_like", "full_like", "empty_like", "_to_copy", "fill.Tensor"}) {
     library.impl(name, boxed<&like>());
