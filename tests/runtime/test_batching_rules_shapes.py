@@ -32,6 +32,12 @@ torch.manual_seed(0)
 GRU = torch.nn.GRU(4, 3).double()  # its cells split their gates with unsafe_split
 INDEX = torch.tensor([2, 0, 2])
 TARGET = torch.tensor([3, 1, 0])
+# max pooling's inputs and argmax indices (overlapping windows: gradients add)
+POOLED = rand(1, 2, 5, 5, seed=7)
+POOL_INDICES = F.max_pool2d(POOLED, 3, 1, return_indices=True)[1]
+ADAPTIVE_INDICES = F.adaptive_max_pool2d(POOLED, 2, return_indices=True)[1]
+POOLED_3D = rand(2, 4, 4, 4, seed=8)
+POOL_3D_INDICES = F.max_pool3d(POOLED_3D, 2, return_indices=True)[1]
 CLASS_WEIGHT = torch.tensor([0.5, 2.0, 1.0, 1.5], dtype=torch.float64)
 
 # name -> (function of the batched tensor, its logical shape)
@@ -134,6 +140,31 @@ ONE_BATCHED = {
     "nll_loss_one_sample": (
         lambda x: F.nll_loss(x, TARGET[0], weight=CLASS_WEIGHT),
         (4,),
+    ),
+    "max_pool2d_backward": (
+        lambda g: torch.ops.aten.max_pool2d_with_indices_backward(
+            g, POOLED, [3, 3], [1, 1], [0, 0], [1, 1], False, POOL_INDICES
+        ),
+        (1, 2, 3, 3),
+    ),
+    "adaptive_max_pool2d_backward": (
+        lambda g: torch.ops.aten.adaptive_max_pool2d_backward(
+            g, POOLED, ADAPTIVE_INDICES
+        ),
+        (1, 2, 2, 2),
+    ),
+    "max_pool3d_backward": (
+        lambda g: torch.ops.aten.max_pool3d_with_indices_backward(
+            g,
+            POOLED_3D,
+            [2, 2, 2],
+            [2, 2, 2],
+            [0, 0, 0],
+            [1, 1, 1],
+            False,
+            POOL_3D_INDICES,
+        ),
+        (2, 2, 2, 2),
     ),
     "cross_entropy": (
         lambda x: F.cross_entropy(x, TARGET, label_smoothing=0.1),
@@ -244,6 +275,7 @@ def test_batched_indices_run_element_by_element(name, batched):
         "_to_copy",
         "nll_loss_forward",
         "unsafe_split.Tensor",
+        "max_pool2d_with_indices_backward",
     ],
 )
 def test_the_rules_are_dualgens_while_registered(op):
@@ -272,3 +304,15 @@ def test_jacfwd_through_the_rules_matches_torch_func(name):
     f = JACOBIANS[name]
     x = rand(16)
     torch.testing.assert_close(dfunc.jacfwd(f)(x), torch.func.jacfwd(f)(x))
+
+
+def test_hessian_of_a_pooled_classifier_loss_matches_torch_func():
+    """Forward over reverse through max pooling and cross-entropy reaches
+    max_pool2d_with_indices_backward and nll_loss_forward with batched tangents."""
+
+    def loss(x):
+        h = F.max_pool2d(torch.tanh(x.view(2, 1, 4, 4)), 2, 1)
+        return F.cross_entropy(h.flatten(1)[:, :4], torch.tensor([1, 3]))
+
+    x = rand(32)
+    torch.testing.assert_close(dfunc.hessian(loss)(x), torch.func.hessian(loss)(x))

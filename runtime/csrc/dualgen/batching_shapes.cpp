@@ -2,8 +2,9 @@
 // tensor: the tangent kernels of gather (sort, topk, max, max pooling),
 // index_select, indexing, embedding, cumsum, flip, roll, repeat, padding,
 // triu / tril, diag_embed, scatter_add, index_add, average pooling and
-// upsampling; the `*_like` factories and casts; addmm; nll_loss_forward; the
-// splits that return lists; and matmul's decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
+// upsampling; max pooling's backward ops; the `*_like` factories and casts;
+// addmm; nll_loss_forward; the splits that return lists; and matmul's
+// decomposition. Legacy vmap has no rule for them, so a Jacobian's batched
 // tangents went through them one column at a time (torch's for-loop fallback):
 // `jacfwd` of `x.repeat(4)` took 2.6x torch.func's time.
 //
@@ -430,6 +431,34 @@ std::vector<at::Tensor> unbind(const at::Tensor& t, c10::ArrayRef<c10::IValue>, 
   return t.unbind(dim);
 }
 
+// max_pool{2,3}d_with_indices_backward(grad_output, self, ..., indices) and
+// adaptive_max_pool{2,3}d_backward(grad_output, self, indices) with only
+// grad_output batched (forward over reverse through max pooling): each
+// element's gradient is grad_output scattered, added, into the positions
+// `indices` (flat within each plane of `spatial` dims) name; one scatter_add
+// of the batch. Element by element otherwise.
+template <int64_t spatial>
+void pool_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!batched_alone(op, *stack, 0, spatial + 1)) return element_by_element(op, stack);
+  const size_t first = first_argument(op, *stack);
+  const at::Tensor self = (*stack)[first + 1].toTensor();
+  const at::Tensor indices = stack->back().toTensor();
+  const auto view = at::MultiBatchVmapTransform::logicalToPhysical((*stack)[first].toTensor());
+  const at::Tensor& grad = view.tensor();
+  const std::vector<int64_t> batch(grad.sizes().begin(), grad.sizes().begin() + view.numBatchDims());
+  std::vector<int64_t> shape(batch);
+  shape.insert(shape.end(), self.sizes().begin(), self.sizes().end());
+  const at::Tensor flat_grad = grad.flatten(-spatial);
+  std::vector<int64_t> index_shape(batch);
+  const at::Tensor flat_indices = indices.flatten(-spatial);
+  index_shape.insert(index_shape.end(), flat_indices.sizes().begin(), flat_indices.sizes().end());
+  const at::Tensor result =
+      at::zeros(shape, grad.options()).flatten(-spatial).scatter_add(
+          -1, flat_indices.expand(index_shape), flat_grad);
+  torch::jit::drop(*stack, op.schema().arguments().size());
+  stack->push_back(view.getPhysicalToLogicalMap().apply(result.view(shape)));
+}
+
 template <auto rule>
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<rule>();
@@ -454,6 +483,10 @@ void register_shape_rules(torch::Library& library) {
   library.impl("index_add", boxed<&add_at<false>>());
   library.impl("addmm", boxed<&addmm>());
   library.impl("nll_loss_forward", boxed<&nll_loss_forward>());
+  library.impl("max_pool2d_with_indices_backward", boxed<&pool_backward<2>>());
+  library.impl("adaptive_max_pool2d_backward", boxed<&pool_backward<2>>());
+  library.impl("max_pool3d_with_indices_backward", boxed<&pool_backward<3>>());
+  library.impl("adaptive_max_pool3d_backward", boxed<&pool_backward<3>>());
   library.impl("unsafe_split.Tensor", boxed<&split_batched<true, &split_by_size>>());
   library.impl("unsafe_split_with_sizes", boxed<&split_batched<true, &split_by_sizes>>());
   library.impl("split_with_sizes_copy", boxed<&split_batched<true, &split_by_sizes>>());
