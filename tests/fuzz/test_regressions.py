@@ -329,6 +329,23 @@ REGRESSIONS = {
         """,
         all_dtypes=True,
     ),
+    # u^T H v exactly 0 (log(1 + x^2) at its inflection), both AD systems 0, the
+    # mixed second difference 8e-6 off (its truncation error): judged a dualgen
+    # error because a batch_norm *after* the line made torch.func's agreement
+    # inadmissible.
+    "second_difference_truncation_before_a_later_batch_norm": Regression(
+        f"""
+        x0 = input(torch.tensor([(0.0+0.5j)], {C128}).expand(3), v=torch.tensor([(0.0+0.875j)], {C128}).expand(3), u=torch.tensor([(0.0+2.0j)], {C128}).expand(3))
+        x1 = input(torch.tensor([[0.0, 0.0], [0.5, 0.5]], {F64}), v=torch.tensor([[0.0, 0.0], [0.0, 0.0]], {F64}), u=torch.tensor([[0.0, 0.0], [0.0, 0.0]], {F64}))
+        x2 = torch.cat([x1, x1], 0)
+        x3 = torch.stack([x0, x0], 0) + x0
+        x4 = torch.view_as_real(x3)
+        x4.add_(torch.log(x4.square() + 1).sum(), alpha=2)
+        x5 = torch.view_as_real(x3)
+        x6 = torch.nn.functional.batch_norm(x1, None, None, training=True)
+        """,
+        nested=True,
+    ),
     # A real tangent of a complex vector through dot (matmul): dot takes one
     # dtype, so its formula raised; the tangent is t + 0i there.
     "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
