@@ -220,6 +220,37 @@ def _zero_dim_alpha_promotes_the_tangent(e: Evidence) -> bool:
 
 
 @_defect(
+    "a normalization's tangent narrowed to its input tangent's dtype",
+    variable="x2",
+    reproducer="""
+        x0 = fwAD.make_dual(torch.tensor([[0.25, 1.0], [-0.25, 2.0]], dtype=torch.float64), torch.tensor([[0.5, 1.0], [0.0, 2.0]], dtype=torch.float32))
+        x1 = fwAD.make_dual(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 3.0], dtype=torch.float64))
+        x2 = torch.nn.functional.batch_norm(x0, None, None, weight=x1, training=True)
+    """,
+    dtype_only=True,
+)
+def _norm_narrowed_to_input_tangent_dtype(e: Evidence) -> bool:
+    """batch_norm, group_norm and instance_norm of a float64 input whose tangent is
+    float32, with a weight whose tangent is float64: native's tangent is float32,
+    narrower than the value and than the weight's tangent (without the weight's
+    tangent it is float64, promoted with the statistics). dualgen's promotes:
+    float64."""
+    if e.finding.variable is None or e.finding.aspect != "tangent dtype":
+        return False
+    native, dual = e.native_state(), e.dualgen_state()
+    return (
+        _NORMALIZATION.search(e.line) is not None
+        and native.tangent is not None
+        and native.tangent.dtype != native.value.dtype
+        and dual.tangent is not None
+        and dual.tangent.dtype == dual.value.dtype
+    )
+
+
+_NORMALIZATION = re.compile(r"\b(batch_norm|group_norm|instance_norm)\(")
+
+
+@_defect(
     "a view's later tangent ignores its in-place view ops",
     variable="x1",
     reproducer="""

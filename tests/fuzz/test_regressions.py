@@ -346,6 +346,16 @@ REGRESSIONS = {
         """,
         nested=True,
     ),
+    # batch_norm of a float64 input with a float32 tangent and a weight with a
+    # float64 one: native narrows the tangent to float32 (a registered defect).
+    "normalization_with_tangents_of_two_dtypes": Regression(
+        f"""
+        x1 = fwAD.make_dual(torch.tensor([[0.25], [-0.25]], {F64}).expand(2, 2), torch.tensor([[0.0], [0.0]], {F32}).expand(2, 2))
+        x2 = fwAD.make_dual(torch.tensor([0.0], {F64}).expand(2), torch.tensor([0.0], {F64}).expand(2))
+        x10 = torch.nn.functional.batch_norm(x1, None, None, weight=x2, bias=x2, training=True)
+        """,
+        expect="a normalization's tangent narrowed to its input tangent's dtype",
+    ),
     # A real tangent of a complex vector through dot (matmul): dot takes one
     # dtype, so its formula raised; the tangent is t + 0i there.
     "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
