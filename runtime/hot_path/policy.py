@@ -208,11 +208,7 @@ def _element_wise(op) -> bool:
     if torch.Tag.pointwise in op.tags:
         return True
     packet = op.overloadpacket
-    siblings = (getattr(packet, o) for o in packet.overloads())
-    if any(
-        torch.Tag.pointwise in other.tags and _scalar_variant(op, other)
-        for other in siblings
-    ):
+    if any(_scalar_variant(op, other) for other in _pointwise_overloads(packet)):
         return True
     name = packet.__name__
     if not name.endswith("_backward") or any(
@@ -220,9 +216,12 @@ def _element_wise(op) -> bool:
     ):
         return False
     forward = getattr(torch.ops.aten, name.removesuffix("_backward"), None)
-    return forward is not None and any(
-        torch.Tag.pointwise in getattr(forward, o).tags for o in forward.overloads()
-    )
+    return forward is not None and bool(_pointwise_overloads(forward))
+
+
+def _pointwise_overloads(packet) -> list:
+    overloads = (getattr(packet, o) for o in packet.overloads())
+    return [o for o in overloads if torch.Tag.pointwise in o.tags]
 
 
 def _scalar_variant(op, other) -> bool:

@@ -69,6 +69,16 @@ at::Tensor physical(const at::Tensor& t, const Levels& levels, int64_t rank) {
   return value;
 }
 
+Levels levels_of(std::initializer_list<at::Tensor> tensors) {
+  Levels levels;
+  for (const at::Tensor& t : tensors) {
+    if (const auto* impl = at::maybeGetBatchedImpl(t)) {
+      levels |= at::createVmapLevelsBitset(impl->bdims());
+    }
+  }
+  return levels;
+}
+
 int64_t logical_dim(const at::Tensor& t) {
   const auto* impl = at::maybeGetBatchedImpl(t);
   return impl ? impl->value().dim() - static_cast<int64_t>(impl->bdims().size()) : t.dim();

@@ -17,6 +17,9 @@ using Levels = std::bitset<at::kVmapNumLevels>;
 // for the levels t lacks), then t's logical dimensions right-aligned to `rank`.
 at::Tensor physical(const at::Tensor& t, const Levels& levels, int64_t rank);
 
+// The vmap levels at which any of `tensors` is batched.
+Levels levels_of(std::initializer_list<at::Tensor> tensors);
+
 // The dimensions of t as each batch element sees it.
 int64_t logical_dim(const at::Tensor& t);
 

@@ -227,12 +227,7 @@ void add_at(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       (!at::isBatchedTensor(self) && !at::isBatchedTensor(source))) {
     return element_by_element(op, stack);
   }
-  Levels levels;
-  for (const at::Tensor& t : {self, source}) {
-    if (const auto* impl = at::maybeGetBatchedImpl(t)) {
-      levels |= at::createVmapLevelsBitset(impl->bdims());
-    }
-  }
+  const Levels levels = levels_of({self, source});
   at::Tensor self_p = physical(self, levels, rank);
   at::Tensor source_p = physical(source, levels, rank);
   const int64_t batch = static_cast<int64_t>(levels.count());
@@ -299,12 +294,7 @@ void solve_triangular(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = first_argument(op, *stack);
   const at::Tensor a = (*stack)[first].toTensor();
   const at::Tensor b = (*stack)[first + 1].toTensor();
-  Levels levels;
-  for (const at::Tensor& t : {a, b}) {
-    if (const auto* impl = at::maybeGetBatchedImpl(t)) {
-      levels |= at::createVmapLevelsBitset(impl->bdims());
-    }
-  }
+  const Levels levels = levels_of({a, b});
   const int64_t rank = std::max(logical_dim(a), logical_dim(b));
   const at::Tensor result = at::linalg_solve_triangular(
       physical(a, levels, rank), physical(b, levels, rank), (*stack)[first + 2].toBool(),
@@ -377,7 +367,7 @@ void nll_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const int64_t batch_dims = view.numBatchDims();
   const bool rows = self.dim() - batch_dims == 2;  // (N, C), else (C)
   const int64_t n = rows ? self.size(-2) : 1;
-  const std::vector<int64_t> batch(self.sizes().begin(), self.sizes().begin() + batch_dims);
+  const std::vector<int64_t> batch = batch_then(view, {});
   int64_t elements = 1;
   for (int64_t size : batch) elements *= size;
   const at::Tensor targets = target.reshape({1, n}).expand({elements, n}).reshape({-1});
@@ -402,8 +392,8 @@ void nll_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // legacy vmap's fallback cannot stack (GRU's cells split their gates with
 // unsafe_split: a Jacobian through nn.GRU ran a column at a time). The same
 // split of the batch past its batch dims.
-template <bool copies, std::vector<at::Tensor> (*split)(const at::Tensor&,
-                                                        c10::ArrayRef<c10::IValue>, int64_t)>
+template <std::vector<at::Tensor> (*split)(const at::Tensor&, c10::ArrayRef<c10::IValue>,
+                                           int64_t)>
 void split_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!batched_alone(op, *stack, 0, 1)) return element_by_element(op, stack);
   const size_t first = first_argument(op, *stack);
@@ -412,7 +402,8 @@ void split_batched(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const int64_t dim = view.getPhysicalDim(args.back().toInt());
   std::vector<at::Tensor> pieces = split(view.tensor(), args, dim);
   const auto& logical = view.getPhysicalToLogicalMap();
-  for (at::Tensor& piece : pieces) piece = logical.apply(copies ? piece.clone() : piece);
+  // (copies: the pieces are new tensors, as the loop's stacked ones would be)
+  for (at::Tensor& piece : pieces) piece = logical.apply(piece.clone());
   torch::jit::drop(*stack, args.size());
   stack->push_back(c10::IValue(pieces));
 }
@@ -445,7 +436,7 @@ void pool_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor indices = stack->back().toTensor();
   const auto view = at::MultiBatchVmapTransform::logicalToPhysical((*stack)[first].toTensor());
   const at::Tensor& grad = view.tensor();
-  const std::vector<int64_t> batch(grad.sizes().begin(), grad.sizes().begin() + view.numBatchDims());
+  const std::vector<int64_t> batch = batch_then(view, {});
   std::vector<int64_t> shape(batch);
   shape.insert(shape.end(), self.sizes().begin(), self.sizes().end());
   const at::Tensor flat_grad = grad.flatten(-spatial);
@@ -487,10 +478,10 @@ void register_shape_rules(torch::Library& library) {
   library.impl("adaptive_max_pool2d_backward", boxed<&pool_backward<2>>());
   library.impl("max_pool3d_with_indices_backward", boxed<&pool_backward<3>>());
   library.impl("adaptive_max_pool3d_backward", boxed<&pool_backward<3>>());
-  library.impl("unsafe_split.Tensor", boxed<&split_batched<true, &split_by_size>>());
-  library.impl("unsafe_split_with_sizes", boxed<&split_batched<true, &split_by_sizes>>());
-  library.impl("split_with_sizes_copy", boxed<&split_batched<true, &split_by_sizes>>());
-  library.impl("unbind_copy.int", boxed<&split_batched<true, &unbind>>());
+  library.impl("unsafe_split.Tensor", boxed<&split_batched<&split_by_size>>());
+  library.impl("unsafe_split_with_sizes", boxed<&split_batched<&split_by_sizes>>());
+  library.impl("split_with_sizes_copy", boxed<&split_batched<&split_by_sizes>>());
+  library.impl("unbind_copy.int", boxed<&split_batched<&unbind>>());
   for (const char* name :
        {"zeros_like", "ones_like", "full_like", "empty_like", "_to_copy", "fill.Tensor"}) {
     library.impl(name, boxed<&like>());
