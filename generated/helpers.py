@@ -3074,11 +3074,13 @@ def normalized_tangent(input_t, xhat, rstd, dims):
     C++:
     normalized_tangent(Tensor input_t, Tensor xhat, Tensor rstd, int[] dims) -> Tensor
     """
-    t = rstd * (
+    # input_t first: the result is laid out as the input's tangent, as native's
+    # formula lays it out (a transposed input gives a transposed tangent).
+    t = (
         input_t
         - input_t.mean(dims, keepdim=True)
         - xhat * (xhat * input_t).mean(dims, keepdim=True)
-    )
+    ) * rstd
     return t.to(input_t.dtype)
 
 

@@ -56,7 +56,7 @@ at::Tensor normalized_tangent(
     const at::Tensor& xhat,
     const at::Tensor& rstd,
     at::IntArrayRef dims) {
-  at::Tensor t = rstd * (input_t - input_t.mean(dims, true) - xhat * (xhat * input_t).mean(dims, true));
+  at::Tensor t = (input_t - input_t.mean(dims, true) - xhat * (xhat * input_t).mean(dims, true)) * rstd;
   return t.to(input_t.scalar_type());
 }
 
