@@ -29,6 +29,7 @@ __all__ = [
     "batch_norm_tangent",
     "batch_norm_xhat",
     "bce_cross_derivative",
+    "bce_logits_pos_weight_derivative",
     "bce_logits_self_derivative",
     "bce_logits_target_derivative",
     "bce_self_derivative",
@@ -104,8 +105,18 @@ __all__ = [
     "mish_derivative",
     "mish_second_derivative",
     "multi_margin_loss_derivative",
+    "multi_margin_loss_weight_grad",
+    "multi_margin_loss_weight_terms",
     "native_multi_head_attention_tangent",
+    "nll_backward_total_weight_grad",
+    "nll_backward_total_weight_tangent",
+    "nll_backward_weight_grad",
+    "nll_loss_total_weight_tangent",
+    "nll_loss_weight_grad",
+    "nll_loss_weight_tangent",
     "norm_affine_tangent",
+    "pdist_condense",
+    "pdist_square",
     "pinv_tangent",
     "polar_backward",
     "polar_tangents",
@@ -2027,6 +2038,32 @@ def cdist_weights_dist_derivative(diff, p, dist):
     return torch.where(nonzero, w, torch.zeros_like(diff))
 
 
+def pdist_square(t, n):
+    """pdist's condensed vector `t` (its n (n - 1) / 2 pairs i < j, row by row) as the
+    symmetric n x n matrix it stands for, with a zero diagonal.
+
+    C++:
+    pdist_square(Tensor t, int n) -> Tensor
+    """
+    upper = t.new_zeros([n, n]).masked_scatter(
+        t.new_ones([n, n], dtype=torch.bool).triu(1), t
+    )
+    return upper + upper.transpose(0, 1)
+
+
+def pdist_condense(m):
+    """The gradient of `pdist_square`: each pair's two entries of the n x n matrix `m`,
+    summed, in pdist's order.
+
+    C++:
+    pdist_condense(Tensor m) -> Tensor
+    """
+    n = m.shape[0]
+    return (m + m.transpose(0, 1)).masked_select(
+        m.new_ones([n, n], dtype=torch.bool).triu(1)
+    )
+
+
 def ctc_loss_log_probs_grad(
     grad,
     log_probs,
@@ -3276,6 +3313,193 @@ def bce_logits_target_derivative(self, weight, pos_weight):
     if pos_weight is not None:
         d = d - (pos_weight - 1) * torch.ops.aten.log_sigmoid(self)
     return d if weight is None else d * weight
+
+
+def bce_logits_pos_weight_derivative(self, target, weight):
+    """d binary_cross_entropy_with_logits / d pos_weight, element-wise (unreduced):
+    pos_weight scales the positive term -y log sigmoid(x), so w * y *
+    softplus(-x).
+
+    C++:
+    bce_logits_pos_weight_derivative(Tensor self, Tensor target, Tensor weight) -> Tensor
+    """
+    d = -target * torch.ops.aten.log_sigmoid(self)
+    return d if weight is None else d * weight
+
+
+def nll_picked(values, target, ignore_index):
+    """values[i, target_i] over the class dimension (1, or 0 for one sample), 0 where
+    target_i is ignore_index.
+
+    C++:
+    nll_picked(Tensor values, Tensor target, int ignore_index) -> Tensor
+    """
+    classes = 0
+    if values.dim() >= 2:
+        classes = 1
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0)
+    picked = values.gather(classes, safe.unsqueeze(classes)).squeeze(classes)
+    return torch.where(valid, picked, 0.0)
+
+
+def nll_class_weights(weight, target, ignore_index):
+    """weight[target_i] per sample, 0 where target_i is ignore_index.
+
+    C++:
+    nll_class_weights(Tensor weight, Tensor target, int ignore_index) -> Tensor
+    """
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0)
+    return torch.where(
+        valid, weight.index_select(0, safe.reshape([-1])).reshape(safe.shape), 0.0
+    )
+
+
+def nll_per_class(coefficients, target, weight, ignore_index):
+    """Per-sample coefficients summed into their target classes, shaped like weight
+    (ignored samples add nothing).
+
+    C++:
+    nll_per_class(Tensor coefficients, Tensor target, Tensor weight, int ignore_index) -> Tensor
+    """
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0)
+    c = torch.where(valid, coefficients.expand(target.shape), 0.0)
+    return torch.zeros_like(weight).index_add(
+        0, safe.reshape([-1]), c.reshape([-1]).to(weight.dtype)
+    )
+
+
+def nll_loss_weight_tangent(
+    weight_t, self, target, reduction, ignore_index, output, total_weight
+):
+    """The share of the class weights' tangent in nll_loss_forward's output: -sum
+    w_t[y_i] x[i, y_i], less output times the divisor's tangent over the divisor
+    for mean.
+
+    C++:
+    nll_loss_weight_tangent(Tensor weight_t, Tensor self, Tensor target, int reduction, int ignore_index, Tensor output, Tensor total_weight) -> Tensor
+    """
+    w = nll_class_weights(weight_t, target, ignore_index)
+    terms = -nll_picked(self, target, ignore_index) * w
+    if reduction == 0:
+        return terms
+    if reduction == 2:
+        return terms.sum()
+    return (terms.sum() - output * w.sum()) / total_weight
+
+
+def nll_loss_total_weight_tangent(
+    weight_t, target, reduction, ignore_index, total_weight
+):
+    """Tangent of nll_loss_forward's total_weight: the class weights' tangents summed
+    over the samples not ignored (0 for reduction none, whose total_weight is
+    0).
+
+    C++:
+    nll_loss_total_weight_tangent(Tensor weight_t, Tensor target, int reduction, int ignore_index, Tensor total_weight) -> Tensor
+    """
+    if reduction == 0:
+        return torch.zeros_like(total_weight)
+    return (
+        nll_class_weights(weight_t, target, ignore_index)
+        .sum()
+        .reshape(total_weight.shape)
+    )
+
+
+def nll_loss_weight_grad(
+    grad_output,
+    grad_total_weight,
+    self,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    output,
+    total_weight,
+):
+    """Gradient of nll_loss_forward's two outputs in the class weights: -x[i, y_i]
+    times the output's gradient per sample (less the output, over total_weight,
+    for mean), plus total_weight's gradient once per sample not ignored.
+
+    C++:
+    nll_loss_weight_grad(Tensor grad_output, Tensor grad_total_weight, Tensor self, Tensor target, Tensor weight, int reduction, int ignore_index, Tensor output, Tensor total_weight) -> Tensor
+    """
+    picked = -nll_picked(self, target, ignore_index)
+    if reduction == 1:
+        coefficients = (picked - output) * grad_output / total_weight
+    else:
+        coefficients = picked * grad_output
+    if reduction != 0 and grad_total_weight is not None:
+        coefficients = coefficients + grad_total_weight
+    return nll_per_class(coefficients, target, weight, ignore_index)
+
+
+def nll_backward_weight_grad(
+    grad, grad_output, target, weight, reduction, ignore_index, total_weight
+):
+    """Gradient of nll_loss_backward (-w[y_i] grad_output_i at [i, y_i], over
+    total_weight for mean) in the class weights.
+
+    C++:
+    nll_backward_weight_grad(Tensor grad, Tensor grad_output, Tensor target, Tensor weight, int reduction, int ignore_index, Tensor total_weight) -> Tensor
+    """
+    coefficients = -nll_picked(grad, target, ignore_index) * grad_output
+    if reduction == 1:
+        coefficients = coefficients / total_weight
+    return nll_per_class(coefficients, target, weight, ignore_index)
+
+
+def nll_backward_total_weight_grad(grad, result, reduction, total_weight):
+    """Gradient of nll_loss_backward in total_weight: its result is proportional to 1 /
+    total_weight for mean, and does not read it otherwise.
+
+    C++:
+    nll_backward_total_weight_grad(Tensor grad, Tensor result, int reduction, Tensor total_weight) -> Tensor
+    """
+    if reduction != 1:
+        return torch.zeros_like(total_weight)
+    return (-(grad * result).sum() / total_weight).reshape(total_weight.shape)
+
+
+def nll_backward_total_weight_tangent(result, total_weight_t, total_weight, reduction):
+    """The share of total_weight's tangent in nll_loss_backward's result (mean only).
+
+    C++:
+    nll_backward_total_weight_tangent(Tensor result, Tensor total_weight_t, Tensor total_weight, int reduction) -> Tensor
+    """
+    if reduction != 1:
+        return torch.zeros_like(result)
+    return -result * (total_weight_t / total_weight)
+
+
+def multi_margin_loss_weight_terms(self, target, p, margin, weight_t):
+    """The class weights' tangent's share in multi_margin_loss, unreduced: each
+    sample's loss is linear in w[y], so its unweighted loss times w_t[y].
+
+    C++:
+    multi_margin_loss_weight_terms(Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight_t) -> Tensor
+    """
+    unweighted = torch.ops.aten.multi_margin_loss(self, target, p, margin, None, 0)
+    return unweighted * weight_t.index_select(0, target.reshape([-1])).reshape(
+        unweighted.shape
+    )
+
+
+def multi_margin_loss_weight_grad(grad, self, target, p, margin, weight, reduction):
+    """Gradient of multi_margin_loss in its class weights: each sample's unweighted
+    loss times its gradient, summed into its target class.
+
+    C++:
+    multi_margin_loss_weight_grad(Tensor grad, Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight, int reduction) -> Tensor
+    """
+    unweighted = torch.ops.aten.multi_margin_loss(self, target, p, margin, None, 0)
+    terms = expand_loss_grad(grad, unweighted, reduction) * unweighted
+    return torch.zeros_like(weight).index_add(
+        0, target.reshape([-1]), terms.reshape([-1]).to(weight.dtype)
+    )
 
 
 def weight_norm_broadcast(t, v, dim):

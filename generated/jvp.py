@@ -20,6 +20,7 @@ from dualgen.formulas import (
     batch_norm_tangent,
     batch_norm_xhat,
     bce_cross_derivative,
+    bce_logits_pos_weight_derivative,
     bce_logits_self_derivative,
     bce_logits_target_derivative,
     bce_self_derivative,
@@ -96,10 +97,15 @@ from dualgen.formulas import (
     mish_derivative,
     mish_second_derivative,
     multi_margin_loss_derivative,
+    multi_margin_loss_weight_terms,
     mvlgamma_derivative,
     native_multi_head_attention_tangent,
+    nll_backward_total_weight_tangent,
+    nll_loss_total_weight_tangent,
+    nll_loss_weight_tangent,
     norm_affine_tangent,
     norm_backward_tangent,
+    pdist_square,
     pinv_tangent,
     polar_tangents,
     pow_exponent_derivative,
@@ -6625,33 +6631,107 @@ def _unsafe_masked_index_put_accumulate_default(
 
 
 def nll_loss_forward_default(
-    self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
+    self_p,
+    target_p,
+    weight_p,
+    reduction,
+    ignore_index,
+    self_t,
+    weight_t,
+    output,
+    total_weight,
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     # functional, derivatives.yaml entry nll_loss_forward
-    # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
-    if self_t is not None:
+    # output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
+    if self_t is not None and weight_t is not None:
         output_t = torch.ops.aten.nll_loss_forward(
             self_t, target_p, weight_p, reduction, ignore_index
-        )[0]
+        )[0] + nll_loss_weight_tangent(
+            weight_t, self_p, target_p, reduction, ignore_index, output, total_weight
+        )
+    elif self_t is not None:
+        output_t = conform(
+            torch.ops.aten.nll_loss_forward(
+                self_t, target_p, weight_p, reduction, ignore_index
+            )[0],
+            output,
+        )
+    elif weight_t is not None:
+        output_t = conform(
+            nll_loss_weight_tangent(
+                weight_t,
+                self_p,
+                target_p,
+                reduction,
+                ignore_index,
+                output,
+                total_weight,
+            ),
+            output,
+        )
     else:
         output_t = None
-    return output_t, None
+    # total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+    if weight_t is not None:
+        total_weight_t = nll_loss_total_weight_tangent(
+            weight_t, target_p, reduction, ignore_index, total_weight
+        )
+    else:
+        total_weight_t = None
+    return output_t, total_weight_t
 
 
 def nll_loss2d_forward_default(
-    self_p, target_p, weight_p, reduction, ignore_index, self_t, output, total_weight
+    self_p,
+    target_p,
+    weight_p,
+    reduction,
+    ignore_index,
+    self_t,
+    weight_t,
+    output,
+    total_weight,
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     # functional, derivatives.yaml entry nll_loss2d_forward
-    # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
-    if self_t is not None:
+    # output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
+    if self_t is not None and weight_t is not None:
         output_t = torch.ops.aten.nll_loss2d_forward(
             self_t, target_p, weight_p, reduction, ignore_index
-        )[0]
+        )[0] + nll_loss_weight_tangent(
+            weight_t, self_p, target_p, reduction, ignore_index, output, total_weight
+        )
+    elif self_t is not None:
+        output_t = conform(
+            torch.ops.aten.nll_loss2d_forward(
+                self_t, target_p, weight_p, reduction, ignore_index
+            )[0],
+            output,
+        )
+    elif weight_t is not None:
+        output_t = conform(
+            nll_loss_weight_tangent(
+                weight_t,
+                self_p,
+                target_p,
+                reduction,
+                ignore_index,
+                output,
+                total_weight,
+            ),
+            output,
+        )
     else:
         output_t = None
-    return output_t, None
+    # total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+    if weight_t is not None:
+        total_weight_t = nll_loss_total_weight_tangent(
+            weight_t, target_p, reduction, ignore_index, total_weight
+        )
+    else:
+        total_weight_t = None
+    return output_t, total_weight_t
 
 
 def embedding_default(
@@ -6679,16 +6759,46 @@ def max_unpool2d_default(self_p, indices_p, output_size, self_t, result):
 
 
 def binary_cross_entropy_default(
-    self_p, target_p, weight_p, reduction, self_t, target_t, result
+    self_p, target_p, weight_p, reduction, self_t, target_t, weight_t, result
 ):
     """aten::binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry binary_cross_entropy
-    # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
-    if self_t is not None and target_t is not None:
+    # result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0) * weight_t, reduction)
+    if self_t is not None and target_t is not None and weight_t is not None:
         return apply_loss_reduction(
             bce_self_derivative(self_p, target_p, weight_p) * self_t
-            + bce_target_derivative(self_p, weight_p) * target_t,
+            + bce_target_derivative(self_p, weight_p) * target_t
+            + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0) * weight_t,
             reduction,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_self_derivative(self_p, target_p, weight_p) * self_t
+                + bce_target_derivative(self_p, weight_p) * target_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_self_derivative(self_p, target_p, weight_p) * self_t
+                + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0)
+                * weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None and weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_target_derivative(self_p, weight_p) * target_t
+                + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0)
+                * weight_t,
+                reduction,
+            ),
+            result,
         )
     elif self_t is not None:
         return conform(
@@ -6701,6 +6811,15 @@ def binary_cross_entropy_default(
         return conform(
             apply_loss_reduction(
                 bce_target_derivative(self_p, weight_p) * target_t, reduction
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0)
+                * weight_t,
+                reduction,
             ),
             result,
         )
@@ -7689,17 +7808,78 @@ def binary_cross_entropy_backward_default(
     grad_output_t,
     self_t,
     target_t,
+    weight_t,
     result,
 ):
     """aten::binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry binary_cross_entropy_backward
-    # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
-    if grad_output_t is not None and self_t is not None and target_t is not None:
-        return torch.ops.aten.binary_cross_entropy_backward(
-            grad_output_t, self_p, target_p, weight_p, reduction
-        ) + expand_loss_grad(grad_output_p, self_p, reduction) * (
-            bce_self_second_derivative(self_p, target_p, weight_p) * self_t
-            + bce_cross_derivative(self_p, weight_p) * target_t
+    # result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t
+    if (
+        grad_output_t is not None
+        and self_t is not None
+        and target_t is not None
+        and weight_t is not None
+    ):
+        return (
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (
+                bce_self_second_derivative(self_p, target_p, weight_p) * self_t
+                + bce_cross_derivative(self_p, weight_p) * target_t
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t
+        )
+    elif grad_output_t is not None and self_t is not None and target_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (
+                bce_self_second_derivative(self_p, target_p, weight_p) * self_t
+                + bce_cross_derivative(self_p, weight_p) * target_t
+            ),
+            result,
+        )
+    elif grad_output_t is not None and self_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_cross_derivative(self_p, weight_p) * target_t)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
+        )
+    elif self_t is not None and target_t is not None and weight_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (
+                bce_self_second_derivative(self_p, target_p, weight_p) * self_t
+                + bce_cross_derivative(self_p, weight_p) * target_t
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
         )
     elif grad_output_t is not None and self_t is not None:
         return conform(
@@ -7719,6 +7899,16 @@ def binary_cross_entropy_backward_default(
             * (bce_cross_derivative(self_p, weight_p) * target_t),
             result,
         )
+    elif grad_output_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.binary_cross_entropy_backward(
+                grad_output_t, self_p, target_p, weight_p, reduction
+            )
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
+        )
     elif self_t is not None and target_t is not None:
         return conform(
             expand_loss_grad(grad_output_p, self_p, reduction)
@@ -7726,6 +7916,24 @@ def binary_cross_entropy_backward_default(
                 bce_self_second_derivative(self_p, target_p, weight_p) * self_t
                 + bce_cross_derivative(self_p, weight_p) * target_t
             ),
+            result,
+        )
+    elif self_t is not None and weight_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
+        )
+    elif target_t is not None and weight_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (bce_cross_derivative(self_p, weight_p) * target_t)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
             result,
         )
     elif grad_output_t is not None:
@@ -7747,6 +7955,13 @@ def binary_cross_entropy_backward_default(
             * (bce_cross_derivative(self_p, weight_p) * target_t),
             result,
         )
+    elif weight_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * bce_self_derivative(self_p, target_p, None)
+            * weight_t,
+            result,
+        )
     else:
         return None
 
@@ -7760,20 +7975,127 @@ def nll_loss_backward_default(
     ignore_index,
     total_weight_p,
     grad_output_t,
+    weight_t,
+    total_weight_t,
     result,
 ):
     """aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     # functional, derivatives.yaml entry nll_loss_backward
-    # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-    if grad_output_t is not None:
-        return torch.ops.aten.nll_loss_backward(
-            grad_output_t,
-            self_p,
-            target_p,
-            weight_p,
-            reduction,
-            ignore_index,
-            total_weight_p,
+    # result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+    if (
+        grad_output_t is not None
+        and weight_t is not None
+        and total_weight_t is not None
+    ):
+        return (
+            torch.ops.aten.nll_loss_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + torch.ops.aten.nll_loss_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            )
+        )
+    elif grad_output_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + torch.ops.aten.nll_loss_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif grad_output_t is not None and total_weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
+        )
+    elif weight_t is not None and total_weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif total_weight_t is not None:
+        return conform(
+            nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
         )
     else:
         return None
@@ -7788,20 +8110,127 @@ def nll_loss2d_backward_default(
     ignore_index,
     total_weight_p,
     grad_output_t,
+    weight_t,
+    total_weight_t,
     result,
 ):
     """aten::nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     # functional, derivatives.yaml entry nll_loss2d_backward
-    # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-    if grad_output_t is not None:
-        return torch.ops.aten.nll_loss2d_backward(
-            grad_output_t,
-            self_p,
-            target_p,
-            weight_p,
-            reduction,
-            ignore_index,
-            total_weight_p,
+    # result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss2d_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+    if (
+        grad_output_t is not None
+        and weight_t is not None
+        and total_weight_t is not None
+    ):
+        return (
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + torch.ops.aten.nll_loss2d_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            )
+        )
+    elif grad_output_t is not None and weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + torch.ops.aten.nll_loss2d_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif grad_output_t is not None and total_weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
+        )
+    elif weight_t is not None and total_weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            )
+            + nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_t,
+                self_p,
+                target_p,
+                weight_p,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            torch.ops.aten.nll_loss2d_backward(
+                grad_output_p,
+                self_p,
+                target_p,
+                weight_t,
+                reduction,
+                ignore_index,
+                total_weight_p,
+            ),
+            result,
+        )
+    elif total_weight_t is not None:
+        return conform(
+            nll_backward_total_weight_tangent(
+                result, total_weight_t, total_weight_p, reduction
+            ),
+            result,
         )
     else:
         return None
@@ -8494,17 +8923,164 @@ def _batch_norm_no_update_default(
 
 
 def binary_cross_entropy_with_logits_default(
-    self_p, target_p, weight_p, pos_weight_p, reduction, self_t, target_t, result
+    self_p,
+    target_p,
+    weight_p,
+    pos_weight_p,
+    reduction,
+    self_t,
+    target_t,
+    weight_t,
+    pos_weight_t,
+    result,
 ):
     """aten::binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry binary_cross_entropy_with_logits
-    # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
-    if self_t is not None and target_t is not None:
+    # result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + torch.ops.aten.binary_cross_entropy_with_logits(self_p, target_p, None, pos_weight_p, 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction)
+    if (
+        self_t is not None
+        and target_t is not None
+        and weight_t is not None
+        and pos_weight_t is not None
+    ):
         return apply_loss_reduction(
             bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
             * self_t
-            + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t,
+            + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t
+            + torch.ops.aten.binary_cross_entropy_with_logits(
+                self_p, target_p, None, pos_weight_p, 0
+            )
+            * weight_t
+            + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+            * pos_weight_t,
             reduction,
+        )
+    elif self_t is not None and target_t is not None and weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + bce_logits_target_derivative(self_p, weight_p, pos_weight_p)
+                * target_t
+                + torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and target_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + bce_logits_target_derivative(self_p, weight_p, pos_weight_p)
+                * target_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and weight_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None and weight_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t
+                + torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + bce_logits_target_derivative(self_p, weight_p, pos_weight_p)
+                * target_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif self_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p)
+                * self_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None and weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t
+                + torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif target_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif weight_t is not None and pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t
+                + bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
+                reduction,
+            ),
+            result,
         )
     elif self_t is not None:
         return conform(
@@ -8519,6 +9095,26 @@ def binary_cross_entropy_with_logits_default(
         return conform(
             apply_loss_reduction(
                 bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t,
+                reduction,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                torch.ops.aten.binary_cross_entropy_with_logits(
+                    self_p, target_p, None, pos_weight_p, 0
+                )
+                * weight_t,
+                reduction,
+            ),
+            result,
+        )
+    elif pos_weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                bce_logits_pos_weight_derivative(self_p, target_p, weight_p)
+                * pos_weight_t,
                 reduction,
             ),
             result,
@@ -11001,13 +11597,118 @@ def norm_ScalarOpt_dim_dtype(self_p, p, dim, keepdim, dtype, self_t, result):
         return None
 
 
-def soft_margin_loss_default(self_p, target_p, reduction, self_t, result):
+def soft_margin_loss_default(self_p, target_p, reduction, self_t, target_t, result):
     """aten::soft_margin_loss(Tensor self, Tensor target, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry soft_margin_loss
-    # result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
-    if self_t is not None:
+    # result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t - torch.sigmoid(-target_p * self_p) * self_p * target_t, reduction)
+    if self_t is not None and target_t is not None:
         return apply_loss_reduction(
-            -torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction
+            -torch.sigmoid(-target_p * self_p) * target_p * self_t
+            - torch.sigmoid(-target_p * self_p) * self_p * target_t,
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                -torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction
+            ),
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            apply_loss_reduction(
+                -(torch.sigmoid(-target_p * self_p) * self_p * target_t), reduction
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def soft_margin_loss_backward_default(
+    grad_output_p, self_p, target_p, reduction, grad_output_t, self_t, target_t, result
+):
+    """aten::soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
+    # functional, derivatives.yaml entry soft_margin_loss_backward
+    # result: expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * torch.sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * torch.sigmoid(-target_p * self_p) * torch.sigmoid(target_p * self_p) * self_t + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1) * torch.sigmoid(-target_p * self_p) * target_t
+    if grad_output_t is not None and self_t is not None and target_t is not None:
+        return (
+            expand_loss_grad(grad_output_t, self_p, reduction)
+            * -target_p
+            * torch.sigmoid(-target_p * self_p)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * target_p
+            * target_p
+            * torch.sigmoid(-target_p * self_p)
+            * torch.sigmoid(target_p * self_p)
+            * self_t
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1)
+            * torch.sigmoid(-target_p * self_p)
+            * target_t
+        )
+    elif grad_output_t is not None and self_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_t, self_p, reduction)
+            * -target_p
+            * torch.sigmoid(-target_p * self_p)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * target_p
+            * target_p
+            * torch.sigmoid(-target_p * self_p)
+            * torch.sigmoid(target_p * self_p)
+            * self_t,
+            result,
+        )
+    elif grad_output_t is not None and target_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_t, self_p, reduction)
+            * -target_p
+            * torch.sigmoid(-target_p * self_p)
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1)
+            * torch.sigmoid(-target_p * self_p)
+            * target_t,
+            result,
+        )
+    elif self_t is not None and target_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * target_p
+            * target_p
+            * torch.sigmoid(-target_p * self_p)
+            * torch.sigmoid(target_p * self_p)
+            * self_t
+            + expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1)
+            * torch.sigmoid(-target_p * self_p)
+            * target_t,
+            result,
+        )
+    elif grad_output_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_t, self_p, reduction)
+            * -target_p
+            * torch.sigmoid(-target_p * self_p),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * target_p
+            * target_p
+            * torch.sigmoid(-target_p * self_p)
+            * torch.sigmoid(target_p * self_p)
+            * self_t,
+            result,
+        )
+    elif target_t is not None:
+        return conform(
+            expand_loss_grad(grad_output_p, self_p, reduction)
+            * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1)
+            * torch.sigmoid(-target_p * self_p)
+            * target_t,
+            result,
         )
     else:
         return None
@@ -18199,18 +18900,40 @@ def _pack_padded_sequence_default(
 
 
 def multi_margin_loss_default(
-    self_p, target_p, p, margin, weight_p, reduction, self_t, result
+    self_p, target_p, p, margin, weight_p, reduction, self_t, weight_t, result
 ):
     """aten::multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor"""
     # functional, derivatives.yaml entry multi_margin_loss
-    # result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
-    if self_t is not None:
+    # result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction) + apply_loss_reduction(multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t), reduction)
+    if self_t is not None and weight_t is not None:
         return apply_loss_reduction(
             (
                 multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p)
                 * self_t
             ).sum(-1),
             reduction,
+        ) + apply_loss_reduction(
+            multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t),
+            reduction,
+        )
+    elif self_t is not None:
+        return conform(
+            apply_loss_reduction(
+                (
+                    multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p)
+                    * self_t
+                ).sum(-1),
+                reduction,
+            ),
+            result,
+        )
+    elif weight_t is not None:
+        return conform(
+            apply_loss_reduction(
+                multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t),
+                reduction,
+            ),
+            result,
         )
     else:
         return None
@@ -18241,6 +18964,147 @@ def _pdist_forward_default(self_p, p, self_t, result):
             p,
             [1],
             False,
+            result,
+        )
+    else:
+        return None
+
+
+def _pdist_backward_default(
+    grad_p, self_p, p, pdist_p, grad_t, self_t, pdist_t, result
+):
+    """aten::_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor"""
+    # functional, derivatives.yaml entry _pdist_backward
+    # result: (pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0]))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)).sum(1)
+    if grad_t is not None and self_t is not None and pdist_t is not None:
+        return (
+            (
+                pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+            ).sum(1)
+            + (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * (self_t.unsqueeze(1) - self_t.unsqueeze(0))
+            ).sum(1)
+            + (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)
+            ).sum(1)
+        )
+    elif grad_t is not None and self_t is not None:
+        return conform(
+            (
+                pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+            ).sum(1)
+            + (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * (self_t.unsqueeze(1) - self_t.unsqueeze(0))
+            ).sum(1),
+            result,
+        )
+    elif grad_t is not None and pdist_t is not None:
+        return conform(
+            (
+                pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+            ).sum(1)
+            + (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)
+            ).sum(1),
+            result,
+        )
+    elif self_t is not None and pdist_t is not None:
+        return conform(
+            (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * (self_t.unsqueeze(1) - self_t.unsqueeze(0))
+            ).sum(1)
+            + (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)
+            ).sum(1),
+            result,
+        )
+    elif grad_t is not None:
+        return conform(
+            (
+                pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+            ).sum(1),
+            result,
+        )
+    elif self_t is not None:
+        return conform(
+            (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_diff_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * (self_t.unsqueeze(1) - self_t.unsqueeze(0))
+            ).sum(1),
+            result,
+        )
+    elif pdist_t is not None:
+        return conform(
+            (
+                pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1)
+                * cdist_weights_dist_derivative(
+                    self_p.unsqueeze(1) - self_p.unsqueeze(0),
+                    p,
+                    pdist_square(pdist_p, self_p.shape[0]),
+                )
+                * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)
+            ).sum(1),
             result,
         )
     else:
@@ -18972,6 +19836,12 @@ def _fused_moving_avg_obs_fq_helper_default(
     else:
         output_t = None
     return output_t, None
+
+
+def histc_default(self_p, bins, min, max, result):
+    """aten::histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
+    # functional, derivatives.yaml entry histc
+    return None
 
 
 def rand_like_default(self_p, dtype, layout, device, pin_memory, memory_format, result):

@@ -969,11 +969,13 @@ TAYLOR[aten._unsafe_masked_index.default] = Linear()
 # _unsafe_masked_index_put_accumulate: result: torch.ops.aten._unsafe_masked_index_put_accumulate(self_t, mask_p, indices_p, values_t)
 TAYLOR[aten._unsafe_masked_index_put_accumulate.default] = Linear()
 
-# nll_loss_forward: output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
-TAYLOR[aten.nll_loss_forward.default] = Linear()
+# nll_loss_forward: output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
+# nll_loss_forward: total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+TAYLOR[aten.nll_loss_forward.default] = ByFormula()
 
-# nll_loss2d_forward: output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
-TAYLOR[aten.nll_loss2d_forward.default] = Linear()
+# nll_loss2d_forward: output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
+# nll_loss2d_forward: total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+TAYLOR[aten.nll_loss2d_forward.default] = ByFormula()
 
 # embedding: result: auto_linear
 TAYLOR[aten.embedding.default] = Linear()
@@ -981,7 +983,7 @@ TAYLOR[aten.embedding.default] = Linear()
 # max_unpool2d: result: auto_linear
 TAYLOR[aten.max_unpool2d.default] = Linear()
 
-# binary_cross_entropy: result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
+# binary_cross_entropy: result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0) * weight_t, reduction)
 TAYLOR[aten.binary_cross_entropy.default] = ByFormula()
 
 # acosh: result: auto_element_wise, from self: grad / ((self - 1).sqrt() * (self + 1).sqrt()).conj()
@@ -1115,14 +1117,14 @@ TAYLOR[aten.smooth_l1_loss_backward.default] = ByFormula()
 # huber_loss_backward: result: torch.ops.aten.huber_loss_backward(grad_output_t, self_p, target_p, reduction, delta) + torch.where((self_p - target_p).abs() <= delta, expand_loss_grad(grad_output_p, self_p, reduction) * (self_t - target_t), 0.0)
 TAYLOR[aten.huber_loss_backward.default] = ByFormula()
 
-# binary_cross_entropy_backward: result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
+# binary_cross_entropy_backward: result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t
 TAYLOR[aten.binary_cross_entropy_backward.default] = ByFormula()
 
-# nll_loss_backward: result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-TAYLOR[aten.nll_loss_backward.default] = Linear()
+# nll_loss_backward: result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+TAYLOR[aten.nll_loss_backward.default] = ByFormula()
 
-# nll_loss2d_backward: result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-TAYLOR[aten.nll_loss2d_backward.default] = Linear()
+# nll_loss2d_backward: result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss2d_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+TAYLOR[aten.nll_loss2d_backward.default] = ByFormula()
 
 # _linalg_svd: U: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[0]
 # _linalg_svd: S: svd_tangents(A_t, A_p, U, S, Vh, full_matrices, compute_uv)[1]
@@ -1172,7 +1174,7 @@ TAYLOR[aten._batch_norm_with_update.default] = ByFormula()
 # _batch_norm_no_update: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
 TAYLOR[aten._batch_norm_no_update.default] = ByFormula()
 
-# binary_cross_entropy_with_logits: result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
+# binary_cross_entropy_with_logits: result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + torch.ops.aten.binary_cross_entropy_with_logits(self_p, target_p, None, pos_weight_p, 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction)
 TAYLOR[aten.binary_cross_entropy_with_logits.default] = ByFormula()
 
 # im2col: result: auto_linear
@@ -1366,8 +1368,11 @@ TAYLOR[aten.norm.ScalarOpt_dtype] = ByFormula()
 # norm.ScalarOpt_dim_dtype: result: vector_norm_tangent(self_t, self_p, p, dim, keepdim, result)
 TAYLOR[aten.norm.ScalarOpt_dim_dtype] = ByFormula()
 
-# soft_margin_loss: result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
+# soft_margin_loss: result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t - torch.sigmoid(-target_p * self_p) * self_p * target_t, reduction)
 TAYLOR[aten.soft_margin_loss.default] = ByFormula()
+
+# soft_margin_loss_backward: result: expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * torch.sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * torch.sigmoid(-target_p * self_p) * torch.sigmoid(target_p * self_p) * self_t + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1) * torch.sigmoid(-target_p * self_p) * target_t
+TAYLOR[aten.soft_margin_loss_backward.default] = ByFormula()
 
 # multilabel_margin_loss_forward: output: apply_loss_reduction((torch.ops.aten.multilabel_margin_loss_backward(torch.ones_like(self_p.select(-1, 0)), self_p, target_p, 0, is_target).detach() * self_t).sum(-1), reduction)
 TAYLOR[aten.multilabel_margin_loss_forward.default] = ByFormula()
@@ -1586,11 +1591,14 @@ TAYLOR[aten._embedding_bag_backward.default] = Multilinear(
 # _pack_padded_sequence: result0: torch.ops.aten._pack_padded_sequence(input_t, lengths_p, batch_first)[0]
 TAYLOR[aten._pack_padded_sequence.default] = Linear()
 
-# multi_margin_loss: result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
+# multi_margin_loss: result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction) + apply_loss_reduction(multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t), reduction)
 TAYLOR[aten.multi_margin_loss.default] = ByFormula()
 
 # _pdist_forward: result: vector_norm_tangent((self_t.unsqueeze(1) - self_t.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), (self_p.unsqueeze(1) - self_p.unsqueeze(0)).masked_select(self_p.new_ones([self_p.shape[0], self_p.shape[0]]).triu(1).unsqueeze(-1) > 0).reshape(-1, self_p.shape[1]), p, [1], False, result)
 TAYLOR[aten._pdist_forward.default] = ByFormula()
+
+# _pdist_backward: result: (pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0]))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)).sum(1)
+TAYLOR[aten._pdist_backward.default] = ByFormula()
 
 # _weight_norm_interface: result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3))
 # _weight_norm_interface: result1: (unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)).reshape_as(result1)
@@ -1622,6 +1630,8 @@ TAYLOR[aten._fake_quantize_learnable_per_channel_affine.default] = ByFormula()
 
 # _fused_moving_avg_obs_fq_helper: output: self_t * mask
 TAYLOR[aten._fused_moving_avg_obs_fq_helper.default] = ByFormula()
+
+TAYLOR[aten.histc.default] = Linear()
 
 TAYLOR[aten.rand_like.default] = Linear()
 

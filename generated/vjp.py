@@ -18,6 +18,7 @@ from dualgen.formulas import (
     as_strided_grad,
     as_strided_scatter_grads,
     bce_cross_derivative,
+    bce_logits_pos_weight_derivative,
     bce_logits_self_derivative,
     bce_logits_target_derivative,
     bce_self_derivative,
@@ -89,11 +90,17 @@ from dualgen.formulas import (
     lu_unpack_grad,
     matrix_exp_differential,
     mish_second_derivative,
+    multi_margin_loss_weight_grad,
     mvlgamma_derivative,
     narrow_grad,
     native_multi_head_attention_grads,
     negated,
+    nll_backward_total_weight_grad,
+    nll_backward_weight_grad,
+    nll_loss_weight_grad,
     norm_backward_grads,
+    pdist_condense,
+    pdist_square,
     pinv_grad,
     polar_backward,
     pow_exponent_derivative,
@@ -4575,12 +4582,27 @@ def nll_loss_forward_default(
 ):
     """aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     # functional, derivatives.yaml entry nll_loss_forward
-    grad = grads[0]
-    # self: torch.ops.aten.nll_loss_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
+    # self: torch.ops.aten.nll_loss_backward(grads[0], self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss_backward(
-        grad, self, target, weight, reduction, ignore_index, total_weight
+        grads[0], self, target, weight, reduction, ignore_index, total_weight
     )
-    return (self_grad,)
+    # weight: None if weight is None else nll_loss_weight_grad(grads[0], grads[1], self, target, weight, reduction, ignore_index, output, total_weight)
+    weight_grad = (
+        None
+        if weight is None
+        else nll_loss_weight_grad(
+            grads[0],
+            grads[1],
+            self,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            output,
+            total_weight,
+        )
+    )
+    return (self_grad, weight_grad)
 
 
 def nll_loss2d_forward_default(
@@ -4588,12 +4610,27 @@ def nll_loss2d_forward_default(
 ):
     """aten::nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     # functional, derivatives.yaml entry nll_loss2d_forward
-    grad = grads[0]
-    # self: torch.ops.aten.nll_loss2d_backward(grad, self, target, weight, reduction, ignore_index, total_weight)
+    # self: torch.ops.aten.nll_loss2d_backward(grads[0], self, target, weight, reduction, ignore_index, total_weight)
     self_grad = torch.ops.aten.nll_loss2d_backward(
-        grad, self, target, weight, reduction, ignore_index, total_weight
+        grads[0], self, target, weight, reduction, ignore_index, total_weight
     )
-    return (self_grad,)
+    # weight: None if weight is None else nll_loss_weight_grad(grads[0], grads[1], self, target, weight, reduction, ignore_index, output, total_weight)
+    weight_grad = (
+        None
+        if weight is None
+        else nll_loss_weight_grad(
+            grads[0],
+            grads[1],
+            self,
+            target,
+            weight,
+            reduction,
+            ignore_index,
+            output,
+            total_weight,
+        )
+    )
+    return (self_grad, weight_grad)
 
 
 def embedding_default(
@@ -4627,7 +4664,17 @@ def binary_cross_entropy_default(grad, self, target, weight, reduction, result):
     target_grad = expand_loss_grad(grad, self, reduction) * bce_target_derivative(
         self, weight
     )
-    return (self_grad, target_grad)
+    # weight: None if weight is None else unbroadcast(expand_loss_grad(grad, self, reduction) * torch.ops.aten.binary_cross_entropy(self, target, None, 0), weight)
+    weight_grad = (
+        None
+        if weight is None
+        else unbroadcast(
+            expand_loss_grad(grad, self, reduction)
+            * torch.ops.aten.binary_cross_entropy(self, target, None, 0),
+            weight,
+        )
+    )
+    return (self_grad, target_grad, weight_grad)
 
 
 def acosh_default(grad, self, result):
@@ -5116,7 +5163,18 @@ def binary_cross_entropy_backward_default(
         * grad
         * bce_cross_derivative(self, weight)
     )
-    return (grad_output_grad, self_grad, target_grad)
+    # weight: None if weight is None else unbroadcast(expand_loss_grad(grad_output, self, reduction) * grad * bce_self_derivative(self, target, None), weight)
+    weight_grad = (
+        None
+        if weight is None
+        else unbroadcast(
+            expand_loss_grad(grad_output, self, reduction)
+            * grad
+            * bce_self_derivative(self, target, None),
+            weight,
+        )
+    )
+    return (grad_output_grad, self_grad, target_grad, weight_grad)
 
 
 def nll_loss_backward_default(
@@ -5136,7 +5194,19 @@ def nll_loss_backward_default(
     grad_output_grad = torch.ops.aten.nll_loss_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
     )[0] / (total_weight if reduction == 1 else 1.0)
-    return (grad_output_grad,)
+    # weight: None if weight is None else nll_backward_weight_grad(grad, grad_output, target, weight, reduction, ignore_index, total_weight)
+    weight_grad = (
+        None
+        if weight is None
+        else nll_backward_weight_grad(
+            grad, grad_output, target, weight, reduction, ignore_index, total_weight
+        )
+    )
+    # total_weight: nll_backward_total_weight_grad(grad, result, reduction, total_weight)
+    total_weight_grad = nll_backward_total_weight_grad(
+        grad, result, reduction, total_weight
+    )
+    return (grad_output_grad, weight_grad, total_weight_grad)
 
 
 def nll_loss2d_backward_default(
@@ -5156,7 +5226,19 @@ def nll_loss2d_backward_default(
     grad_output_grad = torch.ops.aten.nll_loss2d_forward(
         grad, target, weight, 0 if reduction == 0 else 2, ignore_index
     )[0] / (total_weight if reduction == 1 else 1.0)
-    return (grad_output_grad,)
+    # weight: None if weight is None else nll_backward_weight_grad(grad, grad_output, target, weight, reduction, ignore_index, total_weight)
+    weight_grad = (
+        None
+        if weight is None
+        else nll_backward_weight_grad(
+            grad, grad_output, target, weight, reduction, ignore_index, total_weight
+        )
+    )
+    # total_weight: nll_backward_total_weight_grad(grad, result, reduction, total_weight)
+    total_weight_grad = nll_backward_total_weight_grad(
+        grad, result, reduction, total_weight
+    )
+    return (grad_output_grad, weight_grad, total_weight_grad)
 
 
 def _linalg_svd_default(grads, A, full_matrices, compute_uv, driver, U, S, Vh):
@@ -5412,7 +5494,29 @@ def binary_cross_entropy_with_logits_default(
         * bce_logits_target_derivative(self, weight, pos_weight),
         target,
     )
-    return (self_grad, target_grad)
+    # weight: None if weight is None else unbroadcast(expand_loss_grad(grad, target, reduction) * torch.ops.aten.binary_cross_entropy_with_logits(self, target, None, pos_weight, 0), weight)
+    weight_grad = (
+        None
+        if weight is None
+        else unbroadcast(
+            expand_loss_grad(grad, target, reduction)
+            * torch.ops.aten.binary_cross_entropy_with_logits(
+                self, target, None, pos_weight, 0
+            ),
+            weight,
+        )
+    )
+    # pos_weight: None if pos_weight is None else unbroadcast(expand_loss_grad(grad, target, reduction) * bce_logits_pos_weight_derivative(self, target, weight), pos_weight)
+    pos_weight_grad = (
+        None
+        if pos_weight is None
+        else unbroadcast(
+            expand_loss_grad(grad, target, reduction)
+            * bce_logits_pos_weight_derivative(self, target, weight),
+            pos_weight,
+        )
+    )
+    return (self_grad, target_grad, weight_grad, pos_weight_grad)
 
 
 def im2col_default(grad, self, kernel_size, dilation, padding, stride, result):
@@ -6434,7 +6538,44 @@ def soft_margin_loss_default(grad, self, target, reduction, result):
         expand_loss_grad(grad, self, reduction)
         * (-target * torch.sigmoid(-target * self)).conj()
     )
-    return (self_grad,)
+    # target: expand_loss_grad(grad, self, reduction) * (-self * torch.sigmoid(-target * self)).conj()
+    target_grad = (
+        expand_loss_grad(grad, self, reduction)
+        * (-self * torch.sigmoid(-target * self)).conj()
+    )
+    return (self_grad, target_grad)
+
+
+def soft_margin_loss_backward_default(
+    grad, grad_output, self, target, reduction, result
+):
+    """aten::soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor"""
+    # functional, derivatives.yaml entry soft_margin_loss_backward
+    # grad_output: apply_loss_reduction(grad * (-target * torch.sigmoid(-target * self)).conj(), reduction)
+    grad_output_grad = apply_loss_reduction(
+        grad * (-target * torch.sigmoid(-target * self)).conj(), reduction
+    )
+    # self: grad * (expand_loss_grad(grad_output, self, reduction) * target * target * torch.sigmoid(-target * self) * torch.sigmoid(target * self)).conj()
+    self_grad = (
+        grad
+        * (
+            expand_loss_grad(grad_output, self, reduction)
+            * target
+            * target
+            * torch.sigmoid(-target * self)
+            * torch.sigmoid(target * self)
+        ).conj()
+    )
+    # target: grad * (expand_loss_grad(grad_output, self, reduction) * (self * target * torch.sigmoid(target * self) - 1) * torch.sigmoid(-target * self)).conj()
+    target_grad = (
+        grad
+        * (
+            expand_loss_grad(grad_output, self, reduction)
+            * (self * target * torch.sigmoid(target * self) - 1)
+            * torch.sigmoid(-target * self)
+        ).conj()
+    )
+    return (grad_output_grad, self_grad, target_grad)
 
 
 def multilabel_margin_loss_forward_default(
@@ -8172,7 +8313,15 @@ def multi_margin_loss_default(grad, self, target, p, margin, weight, reduction, 
     self_grad = torch.ops.aten.multi_margin_loss_backward(
         grad, self, target, p, margin, weight, reduction
     )
-    return (self_grad,)
+    # weight: None if weight is None else multi_margin_loss_weight_grad(grad, self, target, p, margin, weight, reduction)
+    weight_grad = (
+        None
+        if weight is None
+        else multi_margin_loss_weight_grad(
+            grad, self, target, p, margin, weight, reduction
+        )
+    )
+    return (self_grad, weight_grad)
 
 
 def _pdist_forward_default(grad, self, p, result):
@@ -8181,6 +8330,51 @@ def _pdist_forward_default(grad, self, p, result):
     # self: torch.ops.aten._pdist_backward(grad, self, p, result)
     self_grad = torch.ops.aten._pdist_backward(grad, self, p, result)
     return (self_grad,)
+
+
+def _pdist_backward_default(grad_result, grad, self, p, pdist, result):
+    """aten::_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor"""
+    # functional, derivatives.yaml entry _pdist_backward
+    # grad: pdist_condense((grads[0].unsqueeze(1) * cdist_weights(self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0]))).sum(-1))
+    grad_grad = pdist_condense(
+        (
+            grad_result.unsqueeze(1)
+            * cdist_weights(
+                self.unsqueeze(1) - self.unsqueeze(0),
+                p,
+                pdist_square(pdist, self.shape[0]),
+            )
+        ).sum(-1)
+    )
+    # self: (pdist_square(grad, self.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0])) * grads[0].unsqueeze(1)).sum(1) - (pdist_square(grad, self.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0])) * grads[0].unsqueeze(1)).sum(0)
+    self_grad = (
+        pdist_square(grad, self.shape[0]).unsqueeze(-1)
+        * cdist_weights_diff_derivative(
+            self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0])
+        )
+        * grad_result.unsqueeze(1)
+    ).sum(1) - (
+        pdist_square(grad, self.shape[0]).unsqueeze(-1)
+        * cdist_weights_diff_derivative(
+            self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0])
+        )
+        * grad_result.unsqueeze(1)
+    ).sum(
+        0
+    )
+    # pdist: pdist_condense((pdist_square(grad, self.shape[0]).unsqueeze(-1) * cdist_weights_dist_derivative(self.unsqueeze(1) - self.unsqueeze(0), p, pdist_square(pdist, self.shape[0])) * grads[0].unsqueeze(1)).sum(-1))
+    pdist_grad = pdist_condense(
+        (
+            pdist_square(grad, self.shape[0]).unsqueeze(-1)
+            * cdist_weights_dist_derivative(
+                self.unsqueeze(1) - self.unsqueeze(0),
+                p,
+                pdist_square(pdist, self.shape[0]),
+            )
+            * grad_result.unsqueeze(1)
+        ).sum(-1)
+    )
+    return (grad_grad, self_grad, pdist_grad)
 
 
 def _weight_norm_interface_default(grads, v, g, dim, result0, result1):
@@ -8402,6 +8596,12 @@ def _fused_moving_avg_obs_fq_helper_default(
     # self: grad * mask
     self_grad = grad * mask
     return (self_grad,)
+
+
+def histc_default(grad, self, bins, min, max, result):
+    """aten::histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
+    # functional, derivatives.yaml entry histc
+    return ()
 
 
 def rand_like_default(

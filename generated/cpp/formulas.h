@@ -189,6 +189,10 @@ at::Tensor batch_norm_xhat(
     bool training,
     double eps);
 at::Tensor bce_cross_derivative(const at::Tensor& self, const at::Tensor& weight);
+at::Tensor bce_logits_pos_weight_derivative(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const at::Tensor& weight);
 at::Tensor bce_logits_self_derivative(
     const at::Tensor& self,
     const at::Tensor& target,
@@ -898,6 +902,20 @@ at::Tensor multi_margin_loss_derivative(
     const c10::Scalar& p,
     const c10::Scalar& margin,
     const at::Tensor& weight);
+at::Tensor multi_margin_loss_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight,
+    int64_t reduction);
+at::Tensor multi_margin_loss_weight_terms(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight_t);
 at::Tensor mvlgamma_derivative(const at::Tensor& self, int64_t p);
 at::Tensor native_multi_head_attention_tangent(
     int64_t index,
@@ -921,6 +939,61 @@ at::Tensor native_multi_head_attention_tangent(
     bool need_weights,
     bool average_attn_weights,
     std::optional<int64_t> mask_type);
+at::Tensor nll_backward_total_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& result,
+    int64_t reduction,
+    const at::Tensor& total_weight);
+at::Tensor nll_backward_total_weight_tangent(
+    const at::Tensor& result,
+    const at::Tensor& total_weight_t,
+    const at::Tensor& total_weight,
+    int64_t reduction);
+at::Tensor nll_backward_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& grad_output,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& total_weight);
+at::Tensor nll_class_weights(
+    const at::Tensor& weight,
+    const at::Tensor& target,
+    int64_t ignore_index);
+at::Tensor nll_loss_total_weight_tangent(
+    const at::Tensor& weight_t,
+    const at::Tensor& target,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& total_weight);
+at::Tensor nll_loss_weight_grad(
+    const at::Tensor& grad_output,
+    const at::Tensor& grad_total_weight,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& output,
+    const at::Tensor& total_weight);
+at::Tensor nll_loss_weight_tangent(
+    const at::Tensor& weight_t,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& output,
+    const at::Tensor& total_weight);
+at::Tensor nll_per_class(
+    const at::Tensor& coefficients,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t ignore_index);
+at::Tensor nll_picked(
+    const at::Tensor& values,
+    const at::Tensor& target,
+    int64_t ignore_index);
 at::Tensor no_derivative(
     c10::string_view op,
     c10::string_view argument,
@@ -949,6 +1022,8 @@ at::Tensor normalized_tangent(
 at::Tensor offdiag(const at::Tensor& x);
 at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like);
 at::Tensor packed_sequence(const at::Tensor& t, int64_t start, int64_t length);
+at::Tensor pdist_condense(const at::Tensor& m);
+at::Tensor pdist_square(const at::Tensor& t, int64_t n);
 TensorList per_channel_qparams(
     const at::Tensor& self,
     const at::Tensor& scale,

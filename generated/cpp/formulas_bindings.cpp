@@ -308,6 +308,12 @@ void bind_formulas(pybind11::module_& m) {
   m.def("cdist_weights_dist_derivative", [](const std::optional<at::Tensor>& diff, double p, const std::optional<at::Tensor>& dist) {
     return cdist_weights_dist_derivative(binding::tensor(diff), p, binding::tensor(dist));
   }, py::arg("diff"), py::arg("p"), py::arg("dist"));
+  m.def("pdist_square", [](const std::optional<at::Tensor>& t, int64_t n) {
+    return pdist_square(binding::tensor(t), n);
+  }, py::arg("t"), py::arg("n"));
+  m.def("pdist_condense", [](const std::optional<at::Tensor>& m) {
+    return pdist_condense(binding::tensor(m));
+  }, py::arg("m"));
   m.def("ctc_loss_log_probs_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& log_probs, const std::optional<at::Tensor>& targets, const std::vector<int64_t>& input_lengths, const std::vector<int64_t>& target_lengths, const std::optional<at::Tensor>& neg_log_likelihood, const std::optional<at::Tensor>& log_alpha, int64_t blank, bool zero_infinity) {
     return ctc_loss_log_probs_grad(binding::tensor(grad), binding::tensor(log_probs), binding::tensor(targets), input_lengths, target_lengths, binding::tensor(neg_log_likelihood), binding::tensor(log_alpha), blank, zero_infinity);
   }, py::arg("grad"), py::arg("log_probs"), py::arg("targets"), py::arg("input_lengths"), py::arg("target_lengths"), py::arg("neg_log_likelihood"), py::arg("log_alpha"), py::arg("blank"), py::arg("zero_infinity"));
@@ -524,6 +530,42 @@ void bind_formulas(pybind11::module_& m) {
   m.def("bce_logits_target_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& pos_weight) {
     return bce_logits_target_derivative(binding::tensor(self), binding::tensor(weight), binding::tensor(pos_weight));
   }, py::arg("self"), py::arg("weight"), py::arg("pos_weight"));
+  m.def("bce_logits_pos_weight_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight) {
+    return bce_logits_pos_weight_derivative(binding::tensor(self), binding::tensor(target), binding::tensor(weight));
+  }, py::arg("self"), py::arg("target"), py::arg("weight"));
+  m.def("nll_picked", [](const std::optional<at::Tensor>& values, const std::optional<at::Tensor>& target, int64_t ignore_index) {
+    return nll_picked(binding::tensor(values), binding::tensor(target), ignore_index);
+  }, py::arg("values"), py::arg("target"), py::arg("ignore_index"));
+  m.def("nll_class_weights", [](const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& target, int64_t ignore_index) {
+    return nll_class_weights(binding::tensor(weight), binding::tensor(target), ignore_index);
+  }, py::arg("weight"), py::arg("target"), py::arg("ignore_index"));
+  m.def("nll_per_class", [](const std::optional<at::Tensor>& coefficients, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight, int64_t ignore_index) {
+    return nll_per_class(binding::tensor(coefficients), binding::tensor(target), binding::tensor(weight), ignore_index);
+  }, py::arg("coefficients"), py::arg("target"), py::arg("weight"), py::arg("ignore_index"));
+  m.def("nll_loss_weight_tangent", [](const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, int64_t reduction, int64_t ignore_index, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& total_weight) {
+    return nll_loss_weight_tangent(binding::tensor(weight_t), binding::tensor(self), binding::tensor(target), reduction, ignore_index, binding::tensor(output), binding::tensor(total_weight));
+  }, py::arg("weight_t"), py::arg("self"), py::arg("target"), py::arg("reduction"), py::arg("ignore_index"), py::arg("output"), py::arg("total_weight"));
+  m.def("nll_loss_total_weight_tangent", [](const std::optional<at::Tensor>& weight_t, const std::optional<at::Tensor>& target, int64_t reduction, int64_t ignore_index, const std::optional<at::Tensor>& total_weight) {
+    return nll_loss_total_weight_tangent(binding::tensor(weight_t), binding::tensor(target), reduction, ignore_index, binding::tensor(total_weight));
+  }, py::arg("weight_t"), py::arg("target"), py::arg("reduction"), py::arg("ignore_index"), py::arg("total_weight"));
+  m.def("nll_loss_weight_grad", [](const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& grad_total_weight, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index, const std::optional<at::Tensor>& output, const std::optional<at::Tensor>& total_weight) {
+    return nll_loss_weight_grad(binding::tensor(grad_output), binding::tensor(grad_total_weight), binding::tensor(self), binding::tensor(target), binding::tensor(weight), reduction, ignore_index, binding::tensor(output), binding::tensor(total_weight));
+  }, py::arg("grad_output"), py::arg("grad_total_weight"), py::arg("self"), py::arg("target"), py::arg("weight"), py::arg("reduction"), py::arg("ignore_index"), py::arg("output"), py::arg("total_weight"));
+  m.def("nll_backward_weight_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& grad_output, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index, const std::optional<at::Tensor>& total_weight) {
+    return nll_backward_weight_grad(binding::tensor(grad), binding::tensor(grad_output), binding::tensor(target), binding::tensor(weight), reduction, ignore_index, binding::tensor(total_weight));
+  }, py::arg("grad"), py::arg("grad_output"), py::arg("target"), py::arg("weight"), py::arg("reduction"), py::arg("ignore_index"), py::arg("total_weight"));
+  m.def("nll_backward_total_weight_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& result, int64_t reduction, const std::optional<at::Tensor>& total_weight) {
+    return nll_backward_total_weight_grad(binding::tensor(grad), binding::tensor(result), reduction, binding::tensor(total_weight));
+  }, py::arg("grad"), py::arg("result"), py::arg("reduction"), py::arg("total_weight"));
+  m.def("nll_backward_total_weight_tangent", [](const std::optional<at::Tensor>& result, const std::optional<at::Tensor>& total_weight_t, const std::optional<at::Tensor>& total_weight, int64_t reduction) {
+    return nll_backward_total_weight_tangent(binding::tensor(result), binding::tensor(total_weight_t), binding::tensor(total_weight), reduction);
+  }, py::arg("result"), py::arg("total_weight_t"), py::arg("total_weight"), py::arg("reduction"));
+  m.def("multi_margin_loss_weight_terms", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const pybind11::object& p, const pybind11::object& margin, const std::optional<at::Tensor>& weight_t) {
+    return multi_margin_loss_weight_terms(binding::tensor(self), binding::tensor(target), binding::scalar(p), binding::scalar(margin), binding::tensor(weight_t));
+  }, py::arg("self"), py::arg("target"), py::arg("p"), py::arg("margin"), py::arg("weight_t"));
+  m.def("multi_margin_loss_weight_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const pybind11::object& p, const pybind11::object& margin, const std::optional<at::Tensor>& weight, int64_t reduction) {
+    return multi_margin_loss_weight_grad(binding::tensor(grad), binding::tensor(self), binding::tensor(target), binding::scalar(p), binding::scalar(margin), binding::tensor(weight), reduction);
+  }, py::arg("grad"), py::arg("self"), py::arg("target"), py::arg("p"), py::arg("margin"), py::arg("weight"), py::arg("reduction"));
   m.def("weight_norm_broadcast", [](const std::optional<at::Tensor>& t, const std::optional<at::Tensor>& v, int64_t dim) {
     return weight_norm_broadcast(binding::tensor(t), binding::tensor(v), dim);
   }, py::arg("t"), py::arg("v"), py::arg("dim"));

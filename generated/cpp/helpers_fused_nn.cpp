@@ -65,6 +65,18 @@ at::Tensor cdist_weights_dist_derivative(
   return at::where(nonzero, w, at::zeros_like(diff));
 }
 
+// pdist_square(Tensor t, int n) -> Tensor
+at::Tensor pdist_square(const at::Tensor& t, int64_t n) {
+  at::Tensor upper = t.new_zeros(std::vector<int64_t>{n, n}).masked_scatter(t.new_ones(std::vector<int64_t>{n, n}, c10::ScalarType::Bool).triu(1), t);
+  return upper + upper.transpose(0, 1);
+}
+
+// pdist_condense(Tensor m) -> Tensor
+at::Tensor pdist_condense(const at::Tensor& m) {
+  int64_t n = at_index(m.sizes(), 0);
+  return (m + m.transpose(0, 1)).masked_select(m.new_ones(std::vector<int64_t>{n, n}, c10::ScalarType::Bool).triu(1));
+}
+
 // ctc_loss_log_probs_grad(Tensor grad, Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, Tensor neg_log_likelihood, Tensor log_alpha, int blank, bool zero_infinity) -> Tensor
 at::Tensor ctc_loss_log_probs_grad(
     const at::Tensor& grad,

@@ -255,6 +255,174 @@ at::Tensor bce_logits_target_derivative(
   return !present(weight) ? d : d * weight;
 }
 
+// bce_logits_pos_weight_derivative(Tensor self, Tensor target, Tensor weight) -> Tensor
+at::Tensor bce_logits_pos_weight_derivative(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const at::Tensor& weight) {
+  at::Tensor d = -target * at::_ops::log_sigmoid::call(self);
+  return !present(weight) ? d : d * weight;
+}
+
+// nll_picked(Tensor values, Tensor target, int ignore_index) -> Tensor
+at::Tensor nll_picked(
+    const at::Tensor& values,
+    const at::Tensor& target,
+    int64_t ignore_index) {
+  int64_t classes = 0;
+  if (values.dim() >= 2) {
+    classes = 1;
+  }
+  at::Tensor valid = target != ignore_index;
+  at::Tensor safe = at::where(valid, target, 0);
+  at::Tensor picked = values.gather(classes, safe.unsqueeze(classes)).squeeze(classes);
+  return at::where(valid, picked, 0.0);
+}
+
+// nll_class_weights(Tensor weight, Tensor target, int ignore_index) -> Tensor
+at::Tensor nll_class_weights(
+    const at::Tensor& weight,
+    const at::Tensor& target,
+    int64_t ignore_index) {
+  at::Tensor valid = target != ignore_index;
+  at::Tensor safe = at::where(valid, target, 0);
+  return at::where(valid, weight.index_select(0, safe.reshape(std::vector<int64_t>{-1})).reshape(safe.sizes()), 0.0);
+}
+
+// nll_per_class(Tensor coefficients, Tensor target, Tensor weight, int ignore_index) -> Tensor
+at::Tensor nll_per_class(
+    const at::Tensor& coefficients,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t ignore_index) {
+  at::Tensor valid = target != ignore_index;
+  at::Tensor safe = at::where(valid, target, 0);
+  at::Tensor c = at::where(valid, coefficients.expand(target.sizes()), 0.0);
+  return at::zeros_like(weight).index_add(0, safe.reshape(std::vector<int64_t>{-1}), c.reshape(std::vector<int64_t>{-1}).to(weight.scalar_type()));
+}
+
+// nll_loss_weight_tangent(Tensor weight_t, Tensor self, Tensor target, int reduction, int ignore_index, Tensor output, Tensor total_weight) -> Tensor
+at::Tensor nll_loss_weight_tangent(
+    const at::Tensor& weight_t,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& output,
+    const at::Tensor& total_weight) {
+  at::Tensor w = nll_class_weights(weight_t, target, ignore_index);
+  at::Tensor terms = -nll_picked(self, target, ignore_index) * w;
+  if (reduction == 0) {
+    return terms;
+  }
+  if (reduction == 2) {
+    return terms.sum();
+  }
+  return (terms.sum() - output * w.sum()) / total_weight;
+}
+
+// nll_loss_total_weight_tangent(Tensor weight_t, Tensor target, int reduction, int ignore_index, Tensor total_weight) -> Tensor
+at::Tensor nll_loss_total_weight_tangent(
+    const at::Tensor& weight_t,
+    const at::Tensor& target,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& total_weight) {
+  if (reduction == 0) {
+    return at::zeros_like(total_weight);
+  }
+  return nll_class_weights(weight_t, target, ignore_index).sum().reshape(total_weight.sizes());
+}
+
+// nll_loss_weight_grad(Tensor grad_output, Tensor grad_total_weight, Tensor self, Tensor target, Tensor weight, int reduction, int ignore_index, Tensor output, Tensor total_weight) -> Tensor
+at::Tensor nll_loss_weight_grad(
+    const at::Tensor& grad_output,
+    const at::Tensor& grad_total_weight,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& output,
+    const at::Tensor& total_weight) {
+  at::Tensor picked = -nll_picked(self, target, ignore_index);
+  at::Tensor coefficients;
+  if (reduction == 1) {
+    coefficients = (picked - output) * grad_output / total_weight;
+  } else {
+    coefficients = picked * grad_output;
+  }
+  if (reduction != 0 && present(grad_total_weight)) {
+    coefficients = coefficients + grad_total_weight;
+  }
+  return nll_per_class(coefficients, target, weight, ignore_index);
+}
+
+// nll_backward_weight_grad(Tensor grad, Tensor grad_output, Tensor target, Tensor weight, int reduction, int ignore_index, Tensor total_weight) -> Tensor
+at::Tensor nll_backward_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& grad_output,
+    const at::Tensor& target,
+    const at::Tensor& weight,
+    int64_t reduction,
+    int64_t ignore_index,
+    const at::Tensor& total_weight) {
+  at::Tensor coefficients = -nll_picked(grad, target, ignore_index) * grad_output;
+  if (reduction == 1) {
+    coefficients = coefficients / total_weight;
+  }
+  return nll_per_class(coefficients, target, weight, ignore_index);
+}
+
+// nll_backward_total_weight_grad(Tensor grad, Tensor result, int reduction, Tensor total_weight) -> Tensor
+at::Tensor nll_backward_total_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& result,
+    int64_t reduction,
+    const at::Tensor& total_weight) {
+  if (reduction != 1) {
+    return at::zeros_like(total_weight);
+  }
+  return (-(grad * result).sum() / total_weight).reshape(total_weight.sizes());
+}
+
+// nll_backward_total_weight_tangent(Tensor result, Tensor total_weight_t, Tensor total_weight, int reduction) -> Tensor
+at::Tensor nll_backward_total_weight_tangent(
+    const at::Tensor& result,
+    const at::Tensor& total_weight_t,
+    const at::Tensor& total_weight,
+    int64_t reduction) {
+  if (reduction != 1) {
+    return at::zeros_like(result);
+  }
+  return -result * (total_weight_t / total_weight);
+}
+
+// multi_margin_loss_weight_terms(Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight_t) -> Tensor
+at::Tensor multi_margin_loss_weight_terms(
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight_t) {
+  at::Tensor unweighted = at::_ops::multi_margin_loss::call(self, target, p, margin, std::nullopt, 0);
+  return unweighted * weight_t.index_select(0, target.reshape(std::vector<int64_t>{-1})).reshape(unweighted.sizes());
+}
+
+// multi_margin_loss_weight_grad(Tensor grad, Tensor self, Tensor target, Scalar p, Scalar margin, Tensor weight, int reduction) -> Tensor
+at::Tensor multi_margin_loss_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& target,
+    const c10::Scalar& p,
+    const c10::Scalar& margin,
+    const at::Tensor& weight,
+    int64_t reduction) {
+  at::Tensor unweighted = at::_ops::multi_margin_loss::call(self, target, p, margin, std::nullopt, 0);
+  at::Tensor terms = expand_loss_grad(grad, unweighted, reduction) * unweighted;
+  return at::zeros_like(weight).index_add(0, target.reshape(std::vector<int64_t>{-1}), terms.reshape(std::vector<int64_t>{-1}).to(weight.scalar_type()));
+}
+
 // weight_norm_broadcast(Tensor t, Tensor v, int dim) -> Tensor
 at::Tensor weight_norm_broadcast(
     const at::Tensor& t,

@@ -675,14 +675,24 @@ Results nll_loss_forward_default(const Values& args, const Values& tangents, con
   const int64_t reduction = unpack<int64_t>(args[3]);
   const int64_t ignore_index = unpack<int64_t>(args[4]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor output = unpack<at::Tensor>(outputs[0]);
   const at::Tensor total_weight = unpack<at::Tensor>(outputs[1]);
-  // output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
+  // output: torch.ops.aten.nll_loss_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
   at::Tensor output_t;
-  if (present(self_t)) {
-    output_t = std::get<0>(at::_ops::nll_loss_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index)));
+  if (present(self_t) && present(weight_t)) {
+    output_t = std::get<0>(at::_ops::nll_loss_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index))) + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight);
+  } else if (present(self_t)) {
+    output_t = conform(std::get<0>(at::_ops::nll_loss_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index))), output);
+  } else if (present(weight_t)) {
+    output_t = conform(nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight), output);
   }
-  return {dualgen::value(output_t), dualgen::value(None)};
+  // total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+  at::Tensor total_weight_t;
+  if (present(weight_t)) {
+    total_weight_t = nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight);
+  }
+  return {dualgen::value(output_t), dualgen::value(total_weight_t)};
 }
 
 // aten::special_ndtri(Tensor self) -> Tensor
@@ -769,10 +779,24 @@ Results nll_loss2d_backward_default(const Values& args, const Values& tangents, 
   const int64_t ignore_index = unpack<int64_t>(args[5]);
   const at::Tensor total_weight_p = unpack<at::Tensor>(args[6]);
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor total_weight_t = unpack<at::Tensor>(tangents[2]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-  if (present(grad_output_t)) {
-    return {dualgen::value(at::_ops::nll_loss2d_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p))};
+  // result: torch.ops.aten.nll_loss2d_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss2d_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+  if (present(grad_output_t) && present(weight_t) && present(total_weight_t)) {
+    return {dualgen::value(at::_ops::nll_loss2d_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + at::_ops::nll_loss2d_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction))};
+  } else if (present(grad_output_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss2d_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + at::_ops::nll_loss2d_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(grad_output_t) && present(total_weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss2d_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
+  } else if (present(weight_t) && present(total_weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss2d_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
+  } else if (present(grad_output_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss2d_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss2d_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(total_weight_t)) {
+    return {dualgen::value(conform(nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
   }
   return {dualgen::value(None)};
 }

@@ -515,22 +515,39 @@ Results binary_cross_entropy_backward_default(const Values& args, const Values& 
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
   at::Tensor target_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[3]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t)
-  if (present(grad_output_t) && present(self_t) && present(target_t)) {
-    return {dualgen::value(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t))};
+  // result: torch.ops.aten.binary_cross_entropy_backward(grad_output_t, self_p, target_p, weight_p, reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t
+  if (present(grad_output_t) && present(self_t) && present(target_t) && present(weight_t)) {
+    return {dualgen::value(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t)};
+  } else if (present(grad_output_t) && present(self_t) && present(target_t)) {
+    return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t), result))};
+  } else if (present(grad_output_t) && present(self_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
+  } else if (present(grad_output_t) && present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
+  } else if (present(self_t) && present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
   } else if (present(grad_output_t) && present(self_t)) {
     return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t), result))};
   } else if (present(grad_output_t) && present(target_t)) {
     return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * (bce_cross_derivative(self_p, weight_p) * target_t), result))};
+  } else if (present(grad_output_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
   } else if (present(self_t) && present(target_t)) {
     return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t + bce_cross_derivative(self_p, weight_p) * target_t), result))};
+  } else if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
+  } else if (present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_cross_derivative(self_p, weight_p) * target_t) + expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
   } else if (present(grad_output_t)) {
     return {dualgen::value(conform(at::_ops::binary_cross_entropy_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction), result))};
   } else if (present(self_t)) {
     return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_self_second_derivative(self_p, target_p, weight_p) * self_t), result))};
   } else if (present(target_t)) {
     return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (bce_cross_derivative(self_p, weight_p) * target_t), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * bce_self_derivative(self_p, target_p, None) * weight_t, result))};
   }
   return {dualgen::value(None)};
 }
@@ -645,6 +662,36 @@ Results upsample_bicubic2d_backward_default(const Values& args, const Values& ta
   // result: auto_linear
   if (present(grad_output_t)) {
     return {dualgen::value(at::_ops::upsample_bicubic2d_backward::call(grad_output_t, symint_list(output_size), symint_list(input_size), align_corners, scales_h, scales_w))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::soft_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor
+// functional, derivatives.yaml entry soft_margin_loss_backward
+Results soft_margin_loss_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_output_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor self_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor target_p = unpack<at::Tensor>(args[2]);
+  const int64_t reduction = unpack<int64_t>(args[3]);
+  at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor target_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * torch.sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * torch.sigmoid(-target_p * self_p) * torch.sigmoid(target_p * self_p) * self_t + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * torch.sigmoid(target_p * self_p) - 1) * torch.sigmoid(-target_p * self_p) * target_t
+  if (present(grad_output_t) && present(self_t) && present(target_t)) {
+    return {dualgen::value(expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * at::sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * at::sigmoid(-target_p * self_p) * at::sigmoid(target_p * self_p) * self_t + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * at::sigmoid(target_p * self_p) - 1) * at::sigmoid(-target_p * self_p) * target_t)};
+  } else if (present(grad_output_t) && present(self_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * at::sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * at::sigmoid(-target_p * self_p) * at::sigmoid(target_p * self_p) * self_t, result))};
+  } else if (present(grad_output_t) && present(target_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * at::sigmoid(-target_p * self_p) + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * at::sigmoid(target_p * self_p) - 1) * at::sigmoid(-target_p * self_p) * target_t, result))};
+  } else if (present(self_t) && present(target_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * at::sigmoid(-target_p * self_p) * at::sigmoid(target_p * self_p) * self_t + expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * at::sigmoid(target_p * self_p) - 1) * at::sigmoid(-target_p * self_p) * target_t, result))};
+  } else if (present(grad_output_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_t, self_p, reduction) * -target_p * at::sigmoid(-target_p * self_p), result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * target_p * target_p * at::sigmoid(-target_p * self_p) * at::sigmoid(target_p * self_p) * self_t, result))};
+  } else if (present(target_t)) {
+    return {dualgen::value(conform(expand_loss_grad(grad_output_p, self_p, reduction) * (self_p * target_p * at::sigmoid(target_p * self_p) - 1) * at::sigmoid(-target_p * self_p) * target_t, result))};
   }
   return {dualgen::value(None)};
 }
@@ -764,6 +811,17 @@ Results _embedding_bag_forward_only_default(const Values& args, const Values& ta
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+// functional, derivatives.yaml entry histc
+Results histc_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t bins = unpack<int64_t>(args[1]);
+  const c10::Scalar min = unpack<c10::Scalar>(args[2]);
+  const c10::Scalar max = unpack<c10::Scalar>(args[3]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  return {dualgen::value(None)};
+}
+
 // aten::randint_like.generator(Tensor self, SymInt high, *, Generator? generator, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 // functional, derivatives.yaml entry randint_like.generator
 Results randint_like_generator(const Values& args, const Values& tangents, const Values& outputs) {
@@ -815,10 +873,12 @@ void register_shard_1(Registry& registry) {
   registry.add("aten::normal_.default", &normal__default);
   registry.add("aten::convolution_backward.default", &convolution_backward_default);
   registry.add("aten::upsample_bicubic2d_backward.default", &upsample_bicubic2d_backward_default);
+  registry.add("aten::soft_margin_loss_backward.default", &soft_margin_loss_backward_default);
   registry.add("aten::_upsample_lanczos2d_aa_backward.default", &_upsample_lanczos2d_aa_backward_default);
   registry.add("aten::_foreach_norm.Scalar", &_foreach_norm_Scalar);
   registry.add("aten::_thnn_fused_gru_cell.default", &_thnn_fused_gru_cell_default);
   registry.add("aten::_embedding_bag_forward_only.default", &_embedding_bag_forward_only_default);
+  registry.add("aten::histc.default", &histc_default);
   registry.add("aten::randint_like.generator", &randint_like_generator);
 }
 

@@ -255,14 +255,23 @@ Results binary_cross_entropy_default(const Values& args, const Values& tangents,
   const int64_t reduction = unpack<int64_t>(args[3]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor target_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[2]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction)
-  if (present(self_t) && present(target_t)) {
-    return {dualgen::value(apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction))};
+  // result: apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t + torch.ops.aten.binary_cross_entropy(self_p, target_p, None, 0) * weight_t, reduction)
+  if (present(self_t) && present(target_t) && present(weight_t)) {
+    return {dualgen::value(apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t + at::_ops::binary_cross_entropy::call(self_p, target_p, std::nullopt, 0) * weight_t, reduction))};
+  } else if (present(self_t) && present(target_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + bce_target_derivative(self_p, weight_p) * target_t, reduction), result))};
+  } else if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t + at::_ops::binary_cross_entropy::call(self_p, target_p, std::nullopt, 0) * weight_t, reduction), result))};
+  } else if (present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_target_derivative(self_p, weight_p) * target_t + at::_ops::binary_cross_entropy::call(self_p, target_p, std::nullopt, 0) * weight_t, reduction), result))};
   } else if (present(self_t)) {
     return {dualgen::value(conform(apply_loss_reduction(bce_self_derivative(self_p, target_p, weight_p) * self_t, reduction), result))};
   } else if (present(target_t)) {
     return {dualgen::value(conform(apply_loss_reduction(bce_target_derivative(self_p, weight_p) * target_t, reduction), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(at::_ops::binary_cross_entropy::call(self_p, target_p, std::nullopt, 0) * weight_t, reduction), result))};
   }
   return {dualgen::value(None)};
 }
@@ -321,10 +330,24 @@ Results nll_loss_backward_default(const Values& args, const Values& tangents, co
   const int64_t ignore_index = unpack<int64_t>(args[5]);
   const at::Tensor total_weight_p = unpack<at::Tensor>(args[6]);
   at::Tensor grad_output_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor total_weight_t = unpack<at::Tensor>(tangents[2]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p)
-  if (present(grad_output_t)) {
-    return {dualgen::value(at::_ops::nll_loss_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p))};
+  // result: torch.ops.aten.nll_loss_backward(grad_output_t, self_p, target_p, weight_p, reduction, ignore_index, total_weight_p) + torch.ops.aten.nll_loss_backward(grad_output_p, self_p, target_p, weight_t, reduction, ignore_index, total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction)
+  if (present(grad_output_t) && present(weight_t) && present(total_weight_t)) {
+    return {dualgen::value(at::_ops::nll_loss_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + at::_ops::nll_loss_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction))};
+  } else if (present(grad_output_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + at::_ops::nll_loss_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(grad_output_t) && present(total_weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
+  } else if (present(weight_t) && present(total_weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p) + nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
+  } else if (present(grad_output_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss_backward::call(grad_output_t, self_p, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::_ops::nll_loss_backward::call(grad_output_p, self_p, target_p, opt(weight_t), reduction, c10::SymInt(ignore_index), total_weight_p), result))};
+  } else if (present(total_weight_t)) {
+    return {dualgen::value(conform(nll_backward_total_weight_tangent(result, total_weight_t, total_weight_p, reduction), result))};
   }
   return {dualgen::value(None)};
 }
@@ -352,14 +375,40 @@ Results binary_cross_entropy_with_logits_default(const Values& args, const Value
   const int64_t reduction = unpack<int64_t>(args[4]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor target_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor pos_weight_t = unpack<at::Tensor>(tangents[3]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction)
-  if (present(self_t) && present(target_t)) {
-    return {dualgen::value(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction))};
+  // result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + torch.ops.aten.binary_cross_entropy_with_logits(self_p, target_p, None, pos_weight_p, 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction)
+  if (present(self_t) && present(target_t) && present(weight_t) && present(pos_weight_t)) {
+    return {dualgen::value(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction))};
+  } else if (present(self_t) && present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t, reduction), result))};
+  } else if (present(self_t) && present(target_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
+  } else if (present(self_t) && present(weight_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
+  } else if (present(target_t) && present(weight_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
+  } else if (present(self_t) && present(target_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction), result))};
+  } else if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t, reduction), result))};
+  } else if (present(self_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
+  } else if (present(target_t) && present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t, reduction), result))};
+  } else if (present(target_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
+  } else if (present(weight_t) && present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
   } else if (present(self_t)) {
     return {dualgen::value(conform(apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t, reduction), result))};
   } else if (present(target_t)) {
     return {dualgen::value(conform(apply_loss_reduction(bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t, reduction), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(at::_ops::binary_cross_entropy_with_logits::call(self_p, target_p, std::nullopt, opt(pos_weight_p), 0) * weight_t, reduction), result))};
+  } else if (present(pos_weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction), result))};
   }
   return {dualgen::value(None)};
 }

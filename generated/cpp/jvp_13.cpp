@@ -498,14 +498,24 @@ Results nll_loss2d_forward_default(const Values& args, const Values& tangents, c
   const int64_t reduction = unpack<int64_t>(args[3]);
   const int64_t ignore_index = unpack<int64_t>(args[4]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor output = unpack<at::Tensor>(outputs[0]);
   const at::Tensor total_weight = unpack<at::Tensor>(outputs[1]);
-  // output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0]
+  // output: torch.ops.aten.nll_loss2d_forward(self_t, target_p, weight_p, reduction, ignore_index)[0] + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight)
   at::Tensor output_t;
-  if (present(self_t)) {
-    output_t = std::get<0>(at::_ops::nll_loss2d_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index)));
+  if (present(self_t) && present(weight_t)) {
+    output_t = std::get<0>(at::_ops::nll_loss2d_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index))) + nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight);
+  } else if (present(self_t)) {
+    output_t = conform(std::get<0>(at::_ops::nll_loss2d_forward::call(self_t, target_p, opt(weight_p), reduction, c10::SymInt(ignore_index))), output);
+  } else if (present(weight_t)) {
+    output_t = conform(nll_loss_weight_tangent(weight_t, self_p, target_p, reduction, ignore_index, output, total_weight), output);
   }
-  return {dualgen::value(output_t), dualgen::value(None)};
+  // total_weight: nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight)
+  at::Tensor total_weight_t;
+  if (present(weight_t)) {
+    total_weight_t = nll_loss_total_weight_tangent(weight_t, target_p, reduction, ignore_index, total_weight);
+  }
+  return {dualgen::value(output_t), dualgen::value(total_weight_t)};
 }
 
 // aten::_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor

@@ -1051,10 +1051,15 @@ Results multi_margin_loss_default(const Values& args, const Values& tangents, co
   const at::Tensor weight_p = unpack<at::Tensor>(args[4]);
   const int64_t reduction = unpack<int64_t>(args[5]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction)
-  if (present(self_t)) {
-    return {dualgen::value(apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(at::IntArrayRef{-1}), reduction))};
+  // result: apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(-1), reduction) + apply_loss_reduction(multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t), reduction)
+  if (present(self_t) && present(weight_t)) {
+    return {dualgen::value(apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(at::IntArrayRef{-1}), reduction) + apply_loss_reduction(multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t), reduction))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(apply_loss_reduction((multi_margin_loss_derivative(self_p, target_p, p, margin, weight_p) * self_t).sum(at::IntArrayRef{-1}), reduction), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(multi_margin_loss_weight_terms(self_p, target_p, p, margin, weight_t), reduction), result))};
   }
   return {dualgen::value(None)};
 }

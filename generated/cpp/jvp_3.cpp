@@ -771,10 +771,15 @@ Results soft_margin_loss_default(const Values& args, const Values& tangents, con
   const at::Tensor target_p = unpack<at::Tensor>(args[1]);
   const int64_t reduction = unpack<int64_t>(args[2]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor target_t = unpack<at::Tensor>(tangents[1]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t, reduction)
-  if (present(self_t)) {
-    return {dualgen::value(apply_loss_reduction(-at::sigmoid(-target_p * self_p) * target_p * self_t, reduction))};
+  // result: apply_loss_reduction(-torch.sigmoid(-target_p * self_p) * target_p * self_t - torch.sigmoid(-target_p * self_p) * self_p * target_t, reduction)
+  if (present(self_t) && present(target_t)) {
+    return {dualgen::value(apply_loss_reduction(-at::sigmoid(-target_p * self_p) * target_p * self_t - at::sigmoid(-target_p * self_p) * self_p * target_t, reduction))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(-at::sigmoid(-target_p * self_p) * target_p * self_t, reduction), result))};
+  } else if (present(target_t)) {
+    return {dualgen::value(conform(apply_loss_reduction(-(at::sigmoid(-target_p * self_p) * self_p * target_t), reduction), result))};
   }
   return {dualgen::value(None)};
 }
@@ -1073,6 +1078,36 @@ Results grid_sampler_3d_backward_default(const Values& args, const Values& tange
   return {dualgen::value(result0_t), dualgen::value(result1_t)};
 }
 
+// aten::_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
+// functional, derivatives.yaml entry _pdist_backward
+Results _pdist_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor grad_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor self_p = unpack<at::Tensor>(args[1]);
+  const double p = unpack<double>(args[2]);
+  const at::Tensor pdist_p = unpack<at::Tensor>(args[3]);
+  at::Tensor grad_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor pdist_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: (pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0]))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)).sum(1)
+  if (present(grad_t) && present(self_t) && present(pdist_t)) {
+    return {dualgen::value((pdist_square(grad_t, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0)))).sum(at::IntArrayRef{1}) + (pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(at::IntArrayRef{1}) + (pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * pdist_square(pdist_t, at_index(self_p.sizes(), 0)).unsqueeze(-1)).sum(at::IntArrayRef{1}))};
+  } else if (present(grad_t) && present(self_t)) {
+    return {dualgen::value(conform((pdist_square(grad_t, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0)))).sum(at::IntArrayRef{1}) + (pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(at::IntArrayRef{1}), result))};
+  } else if (present(grad_t) && present(pdist_t)) {
+    return {dualgen::value(conform((pdist_square(grad_t, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0)))).sum(at::IntArrayRef{1}) + (pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * pdist_square(pdist_t, at_index(self_p.sizes(), 0)).unsqueeze(-1)).sum(at::IntArrayRef{1}), result))};
+  } else if (present(self_t) && present(pdist_t)) {
+    return {dualgen::value(conform((pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(at::IntArrayRef{1}) + (pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * pdist_square(pdist_t, at_index(self_p.sizes(), 0)).unsqueeze(-1)).sum(at::IntArrayRef{1}), result))};
+  } else if (present(grad_t)) {
+    return {dualgen::value(conform((pdist_square(grad_t, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0)))).sum(at::IntArrayRef{1}), result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform((pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(at::IntArrayRef{1}), result))};
+  } else if (present(pdist_t)) {
+    return {dualgen::value(conform((pdist_square(grad_p, at_index(self_p.sizes(), 0)).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, at_index(self_p.sizes(), 0))) * pdist_square(pdist_t, at_index(self_p.sizes(), 0)).unsqueeze(-1)).sum(at::IntArrayRef{1}), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_3(Registry& registry) {
   registry.add("aten::tanh.default", &tanh_default);
   registry.add("aten::tanh_.default", &tanh__default);
@@ -1125,6 +1160,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::_efficient_attention_backward.default", &_efficient_attention_backward_default);
   registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
+  registry.add("aten::_pdist_backward.default", &_pdist_backward_default);
 }
 
 }  // namespace dualgen::jvp

@@ -49,8 +49,27 @@ _SAVED = (
 )
 
 
+def _has_weight(values: dict, dtype: torch.dtype) -> bool:
+    return values.get("weight") is not None
+
+
+_DROPPED_WEIGHT = (
+    "native's forward formula takes the {what} as a constant: a tangent on it "
+    "gives no share of the output's tangent, with no error (finite differences "
+    "agree with dualgen's: tests/runtime/test_loss_weight_tangents.py)"
+)
+
+
 # Native PyTorch 2.13 is wrong or has no rule, so comparing with it fails.
 NATIVE_WRONG = {
+    **{
+        (kernel, "jvp"): OnCases(_DROPPED_WEIGHT.format(what=what), _has_weight)
+        for kernel, what in (
+            ("binary_cross_entropy", "element weights"),
+            ("binary_cross_entropy_backward", "element weights"),
+            ("nll_loss_forward", "class weights"),
+        )
+    },
     ("native_dropout_backward", "jvp"): "native has no forward-AD formula for "
     "native_dropout_backward (NotImplementedError), so forward-over-reverse of "
     "dropout fails natively",
@@ -206,6 +225,12 @@ _BUFFER = (
     "size from it; native declares it non-differentiable"
 )
 DIFFERS_FROM_NATIVE = {
+    **{
+        (kernel, "vjp"): "native gives total_weight (the mean's divisor, a sum of "
+        "class weights) no grad_fn; dualgen differentiates it with the weights, "
+        "since nll_loss_backward reads it (finite differences: dualgen validate)"
+        for kernel in ("nll_loss_forward", "nll_loss2d_forward")
+    },
     **{
         (kernel, check): _SAVED.format(what="LU factorization")
         for kernel in ("_linalg_det", "_linalg_slogdet", "_linalg_solve_ex")

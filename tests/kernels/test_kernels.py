@@ -102,6 +102,8 @@ _NATIVE_REFUSALS = (
     (RuntimeError, "is not implemented"),
     (RuntimeError, "ill-defined"),  # a gradient that depends on a phase (svd, eig)
     (RuntimeError, "cannot resize variables"),  # resize_ of a dual or of a leaf
+    # a loss's weight or target: native's autograd refuses what dualgen differentiates
+    (RuntimeError, "is not differentiable with respect to argument"),
 )
 
 
