@@ -26,6 +26,9 @@ __all__ = [
     "angle_tangent",
     "apply_loss_reduction",
     "as_real_like",
+    "batch_norm_running_mean_grad",
+    "batch_norm_running_var_grad",
+    "batch_norm_stats_tangent",
     "batch_norm_tangent",
     "batch_norm_xhat",
     "bce_cross_derivative",
@@ -3215,6 +3218,81 @@ def batch_norm_tangent(input_t, input_p, running_mean, running_var, training, ep
         invstd = (var + eps).rsqrt()
         return normalized_tangent(input_t, (input_p - mean) * invstd, invstd, dims)
     return input_t * channel_view((running_var + eps).rsqrt(), ndim)
+
+
+def batch_norm_stats_tangent(
+    input_p,
+    weight_p,
+    running_mean,
+    running_mean_t,
+    running_var,
+    running_var_t,
+    training,
+    eps,
+):
+    """The running statistics' share in a batch norm's output tangent: -w (rm_t + (x -
+    rm) rv_t / (2 (rv + eps))) / sqrt(rv + eps) per channel in eval mode, a 0-d
+    zero in training.
+
+    C++:
+    batch_norm_stats_tangent(Tensor input_p, Tensor weight_p, Tensor running_mean, Tensor running_mean_t, Tensor running_var, Tensor running_var_t, bool training, float eps) -> Tensor
+    """
+    ndim = input_p.dim()
+    if training or running_mean is None:
+        # a 0-d zero: it sets neither the tangent's shape nor its dtype
+        return input_p.new_zeros([])
+    invstd = (running_var + eps).rsqrt()
+    t = torch.zeros_like(input_p)
+    if running_mean_t is not None:
+        t = t - channel_view(running_mean_t * invstd, ndim)
+    if running_var_t is not None:
+        centered = input_p - channel_view(running_mean, ndim)
+        t = t - 0.5 * centered * channel_view(invstd.pow(3) * running_var_t, ndim)
+    if weight_p is not None:
+        t = t * channel_view(weight_p, ndim)
+    return t
+
+
+def batch_norm_running_mean_grad(
+    grad, input, weight, running_mean, running_var, training, eps
+):
+    """Gradient of a batch norm's output in its running mean: -w / sqrt(rv + eps) times
+    the gradient summed per channel in eval mode, zero in training.
+
+    C++:
+    batch_norm_running_mean_grad(Tensor grad, Tensor input, Tensor weight, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+    """
+    if training:
+        return torch.zeros_like(running_mean)
+    ndim = input.dim()
+    g = grad
+    if weight is not None:
+        g = g * channel_view(weight, ndim)
+    return -g.sum(concat_ints([0], dim_range(2, ndim))) * (running_var + eps).rsqrt()
+
+
+def batch_norm_running_var_grad(
+    grad, input, weight, running_mean, running_var, training, eps
+):
+    """Gradient of a batch norm's output in its running variance: -w (x - rm) / (2 (rv
+    + eps)^(3/2)) times the gradient, summed per channel, in eval mode; zero in
+    training.
+
+    C++:
+    batch_norm_running_var_grad(Tensor grad, Tensor input, Tensor weight, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+    """
+    if training:
+        return torch.zeros_like(running_var)
+    ndim = input.dim()
+    g = grad
+    if weight is not None:
+        g = g * channel_view(weight, ndim)
+    centered = input - channel_view(running_mean, ndim)
+    return (
+        -0.5
+        * (g * centered).sum(concat_ints([0], dim_range(2, ndim)))
+        * (running_var + eps).rsqrt().pow(3)
+    )
 
 
 def group_norm_xhat(input_p, mean, rstd, group):

@@ -17,6 +17,7 @@ from dualgen.formulas import (
     angle_tangent,
     apply_loss_reduction,
     as_real_like,
+    batch_norm_stats_tangent,
     batch_norm_tangent,
     batch_norm_xhat,
     bce_cross_derivative,
@@ -2139,14 +2140,26 @@ def native_batch_norm_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
 ):
     """aten::native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry native_batch_norm
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps)
+    if (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -2156,8 +2169,87 @@ def native_batch_norm_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif input_t is not None and weight_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_var_t is not None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+        and bias_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -2167,8 +2259,27 @@ def native_batch_norm_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif input_t is not None and bias_t is not None:
+    elif (
+        bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+        and weight_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -2178,24 +2289,171 @@ def native_batch_norm_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif weight_t is not None and bias_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+                weight_p,
+                weight_t,
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        weight_t is not None
+        and running_mean_t is not None
+        and bias_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
             weight_p,
             weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and running_var_t is not None
+        and bias_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
+        )
+    elif (
+        bias_t is not None
+        and running_mean_t is not None
+        and weight_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            eps,
         )
-    elif input_t is not None:
+    elif (
+        bias_t is not None
+        and running_var_t is not None
+        and weight_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
+        )
+    elif (
+        running_mean_t is not None
+        and running_var_t is not None
+        and weight_t is None
+        and bias_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -2205,38 +2463,148 @@ def native_batch_norm_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif bias_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+                weight_p,
+                weight_t,
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        bias_t is not None
+        and weight_t is None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+                weight_p,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        running_mean_t is not None
+        and weight_t is None
+        and bias_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
+                input_t, input_p, running_mean_p, running_var_p, training, eps
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
             weight_p,
             None if weight_p is None else torch.zeros_like(weight_p),
-            bias_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            eps,
+        )
+    elif (
+        running_var_t is not None
+        and weight_t is None
+        and bias_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
+        )
+    elif (
+        weight_t is None
+        and bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+        and input_t is not None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+                weight_p,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
         )
     else:
         result0_t = None
@@ -2255,6 +2623,8 @@ def cudnn_batch_norm_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
@@ -2262,8 +2632,18 @@ def cudnn_batch_norm_default(
 ):
     """aten::cudnn_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry cudnn_batch_norm
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, epsilon)
+    if bias_t is not None and running_mean_t is not None and running_var_t is not None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
@@ -2273,8 +2653,87 @@ def cudnn_batch_norm_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
         )
-    elif input_t is not None and weight_t is not None:
+    elif bias_t is not None and running_mean_t is not None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            epsilon,
+        )
+    elif bias_t is not None and running_var_t is not None and running_mean_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
+        )
+    elif running_mean_t is not None and running_var_t is not None and bias_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
@@ -2284,76 +2743,132 @@ def cudnn_batch_norm_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
         )
-    elif input_t is not None and bias_t is not None:
+    elif bias_t is not None and running_mean_t is None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                batch_norm_xhat(
+                    input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                weight_p,
+                weight_t,
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif running_mean_t is not None and bias_t is None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
             weight_p,
-            torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
-        )
-    elif weight_t is not None and bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
-            weight_p,
             weight_t,
-            bias_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            epsilon,
         )
-    elif input_t is not None:
+    elif running_var_t is not None and bias_t is None and running_mean_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
             weight_p,
-            torch.zeros_like(weight_p),
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
-            weight_p,
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
+        )
+    elif (
+        bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+        and (input_t is not None or weight_t is not None)
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                batch_norm_xhat(
+                    input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                weight_p,
+                weight_t,
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
         )
     else:
         result0_t = None
@@ -2372,14 +2887,26 @@ def miopen_batch_norm_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
 ):
     """aten::miopen_batch_norm(Tensor input, Tensor weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float exponential_average_factor, float epsilon) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry miopen_batch_norm
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, epsilon)
+    if bias_t is not None and running_mean_t is not None and running_var_t is not None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
@@ -2389,8 +2916,87 @@ def miopen_batch_norm_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
         )
-    elif input_t is not None and weight_t is not None:
+    elif bias_t is not None and running_mean_t is not None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            epsilon,
+        )
+    elif bias_t is not None and running_var_t is not None and running_mean_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, training, epsilon
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
+        )
+    elif running_mean_t is not None and running_var_t is not None and bias_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
@@ -2400,76 +3006,132 @@ def miopen_batch_norm_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
         )
-    elif input_t is not None and bias_t is not None:
+    elif bias_t is not None and running_mean_t is None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                batch_norm_xhat(
+                    input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                weight_p,
+                weight_t,
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif running_mean_t is not None and bias_t is None and running_var_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
             weight_p,
-            torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
-        )
-    elif weight_t is not None and bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
-            weight_p,
             weight_t,
-            bias_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            training,
+            epsilon,
         )
-    elif input_t is not None:
+    elif running_var_t is not None and bias_t is None and running_mean_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, epsilon
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
             weight_p,
-            torch.zeros_like(weight_p),
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
-            weight_p,
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                epsilon,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            training,
+            epsilon,
+        )
+    elif (
+        bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+        and (input_t is not None or weight_t is not None)
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        weight_t = (
+            torch.zeros_like(weight_p)
+            if weight_t is None and weight_p is not None
+            else weight_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                batch_norm_xhat(
+                    input_p, running_mean_p, running_var_p, training, epsilon
+                ),
+                weight_p,
+                weight_t,
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
         )
     else:
         result0_t = None
@@ -8380,14 +9042,31 @@ def _native_batch_norm_legit_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
 ):
     """aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps)
+    if weight_t is not None and bias_t is not None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -8397,8 +9076,32 @@ def _native_batch_norm_legit_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif input_t is not None and weight_t is not None:
+    elif weight_t is not None and bias_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -8408,8 +9111,32 @@ def _native_batch_norm_legit_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif input_t is not None and bias_t is not None:
+    elif bias_t is not None and weight_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -8419,24 +9146,40 @@ def _native_batch_norm_legit_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
-        )
-    elif weight_t is not None and bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
-    elif input_t is not None:
+    elif (
+        weight_t is None
+        and bias_t is None
+        and (
+            input_t is not None
+            or running_mean_t is not None
+            or running_var_t is not None
+        )
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, training, eps
@@ -8446,38 +9189,15 @@ def _native_batch_norm_legit_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
-        )
-    elif bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                training,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps),
-            weight_p,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            training,
+            eps,
         )
     else:
         result0_t = None
@@ -8586,14 +9306,31 @@ def _native_batch_norm_legit_no_training_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
 ):
     """aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _native_batch_norm_legit_no_training
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, False, eps)
+    if weight_t is not None and bias_t is not None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8603,8 +9340,32 @@ def _native_batch_norm_legit_no_training_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif input_t is not None and weight_t is not None:
+    elif weight_t is not None and bias_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8614,8 +9375,32 @@ def _native_batch_norm_legit_no_training_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif input_t is not None and bias_t is not None:
+    elif bias_t is not None and weight_t is None:
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8625,24 +9410,40 @@ def _native_batch_norm_legit_no_training_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
-        )
-    elif weight_t is not None and bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif input_t is not None:
+    elif (
+        weight_t is None
+        and bias_t is None
+        and (
+            input_t is not None
+            or running_mean_t is not None
+            or running_var_t is not None
+        )
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        running_mean_t = (
+            torch.zeros_like(running_mean_p)
+            if running_mean_t is None and running_mean_p is not None
+            else running_mean_t
+        )
+        running_var_t = (
+            torch.zeros_like(running_var_p)
+            if running_var_t is None and running_var_p is not None
+            else running_var_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8652,38 +9453,15 @@ def _native_batch_norm_legit_no_training_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
-        )
-    elif bias_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
-            weight_p,
-            None if weight_p is None else torch.zeros_like(weight_p),
-            bias_t,
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
     else:
         result0_t = None
@@ -8817,6 +9595,8 @@ def _batch_norm_no_update_default(
     input_t,
     weight_t,
     bias_t,
+    running_mean_t,
+    running_var_t,
     result0,
     result1,
     result2,
@@ -8824,8 +9604,18 @@ def _batch_norm_no_update_default(
 ):
     """aten::_batch_norm_no_update(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor)"""
     # functional, derivatives.yaml entry _batch_norm_no_update
-    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
-    if input_t is not None and weight_t is not None and bias_t is not None:
+    # result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, False, eps)
+    if (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8835,8 +9625,87 @@ def _batch_norm_no_update_default(
             weight_t,
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif input_t is not None and weight_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            False,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_var_t is not None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+        and bias_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8846,8 +9715,27 @@ def _batch_norm_no_update_default(
             weight_t,
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif input_t is not None and bias_t is not None:
+    elif (
+        bias_t is not None
+        and running_mean_t is not None
+        and running_var_t is not None
+        and weight_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8857,24 +9745,171 @@ def _batch_norm_no_update_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif weight_t is not None and bias_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is not None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, False, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+                weight_p,
+                weight_t,
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        weight_t is not None
+        and running_mean_t is not None
+        and bias_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
             weight_p,
             weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            False,
+            eps,
+        )
+    elif (
+        weight_t is not None
+        and running_var_t is not None
+        and bias_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            weight_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
+        )
+    elif (
+        bias_t is not None
+        and running_mean_t is not None
+        and weight_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
             bias_t,
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            False,
+            eps,
         )
-    elif input_t is not None:
+    elif (
+        bias_t is not None
+        and running_var_t is not None
+        and weight_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            bias_t,
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
+        )
+    elif (
+        running_mean_t is not None
+        and running_var_t is not None
+        and weight_t is None
+        and bias_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
                 input_t, input_p, running_mean_p, running_var_p, False, eps
@@ -8884,38 +9919,148 @@ def _batch_norm_no_update_default(
             None if weight_p is None else torch.zeros_like(weight_p),
             None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
-        )
-    elif weight_t is not None:
-        result0_t = norm_affine_tangent(
-            batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
-            ),
-            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+        ) + batch_norm_stats_tangent(
+            input_p,
             weight_p,
-            weight_t,
-            None if bias_p is None else torch.zeros_like(bias_p),
-            input_p.dim(),
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
         )
-    elif bias_t is not None:
+    elif (
+        weight_t is not None
+        and bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, False, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+                weight_p,
+                weight_t,
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        bias_t is not None
+        and weight_t is None
+        and running_mean_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, False, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+                weight_p,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                bias_t,
+                input_p.dim(),
+            ),
+            result0,
+        )
+    elif (
+        running_mean_t is not None
+        and weight_t is None
+        and bias_t is None
+        and running_var_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
         result0_t = norm_affine_tangent(
             batch_norm_tangent(
-                torch.zeros_like(input_p),
-                input_p,
-                running_mean_p,
-                running_var_p,
-                False,
-                eps,
+                input_t, input_p, running_mean_p, running_var_p, False, eps
             ),
             batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
             weight_p,
             None if weight_p is None else torch.zeros_like(weight_p),
-            bias_t,
+            None if bias_p is None else torch.zeros_like(bias_p),
             input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            running_mean_t,
+            running_var_p,
+            None if running_var_p is None else torch.zeros_like(running_var_p),
+            False,
+            eps,
+        )
+    elif (
+        running_var_t is not None
+        and weight_t is None
+        and bias_t is None
+        and running_mean_t is None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = norm_affine_tangent(
+            batch_norm_tangent(
+                input_t, input_p, running_mean_p, running_var_p, False, eps
+            ),
+            batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+            weight_p,
+            None if weight_p is None else torch.zeros_like(weight_p),
+            None if bias_p is None else torch.zeros_like(bias_p),
+            input_p.dim(),
+        ) + batch_norm_stats_tangent(
+            input_p,
+            weight_p,
+            running_mean_p,
+            None if running_mean_p is None else torch.zeros_like(running_mean_p),
+            running_var_p,
+            running_var_t,
+            False,
+            eps,
+        )
+    elif (
+        weight_t is None
+        and bias_t is None
+        and running_mean_t is None
+        and running_var_t is None
+        and input_t is not None
+    ):
+        input_t = (
+            torch.zeros_like(input_p)
+            if input_t is None and input_p is not None
+            else input_t
+        )
+        result0_t = conform(
+            norm_affine_tangent(
+                batch_norm_tangent(
+                    input_t, input_p, running_mean_p, running_var_p, False, eps
+                ),
+                batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps),
+                weight_p,
+                None if weight_p is None else torch.zeros_like(weight_p),
+                None if bias_p is None else torch.zeros_like(bias_p),
+                input_p.dim(),
+            ),
+            result0,
         )
     else:
         result0_t = None

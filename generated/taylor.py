@@ -306,13 +306,13 @@ TAYLOR[aten.convolution.default] = Multilinear(("input", "weight"), linear=("bia
 # native_layer_norm: result0: norm_affine_tangent(layer_norm_tangent(input_t, input_p, normalized_shape, eps), layer_norm_xhat(input_p, normalized_shape, eps), weight_p, weight_t, bias_t)
 TAYLOR[aten.native_layer_norm.default] = ByFormula()
 
-# native_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
+# native_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps)
 TAYLOR[aten.native_batch_norm.default] = ByFormula()
 
-# cudnn_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+# cudnn_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, epsilon)
 TAYLOR[aten.cudnn_batch_norm.default] = ByFormula()
 
-# miopen_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim())
+# miopen_batch_norm: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, epsilon), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, epsilon), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, epsilon)
 TAYLOR[aten.miopen_batch_norm.default] = ByFormula()
 
 # native_group_norm: result0: norm_affine_tangent(group_norm_tangent(input_t, input_p, result1, result2, group), group_norm_xhat(input_p, result1, result2, group), weight_p, weight_t, bias_t, input_p.dim())
@@ -1159,19 +1159,19 @@ TAYLOR[aten.linalg_pinv.atol_rtol_tensor] = ByFormula()
 # linalg_lstsq: residuals: lstsq_residuals_tangent(self_t, b_t, self_p, b_p, solution, residuals)
 TAYLOR[aten.linalg_lstsq.default] = ByFormula()
 
-# _native_batch_norm_legit: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
+# _native_batch_norm_legit: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps)
 TAYLOR[aten._native_batch_norm_legit.default] = ByFormula()
 
 # _native_batch_norm_legit.no_stats: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, None, None, training, eps), batch_norm_xhat(input_p, None, None, training, eps), weight_p, weight_t, bias_t, input_p.dim())
 TAYLOR[aten._native_batch_norm_legit.no_stats] = ByFormula()
 
-# _native_batch_norm_legit_no_training: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
+# _native_batch_norm_legit_no_training: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, False, eps)
 TAYLOR[aten._native_batch_norm_legit_no_training.default] = ByFormula()
 
 # _batch_norm_with_update: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, True, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, True, eps), weight_p, weight_t, bias_t, input_p.dim())
 TAYLOR[aten._batch_norm_with_update.default] = ByFormula()
 
-# _batch_norm_no_update: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim())
+# _batch_norm_no_update: result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, False, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, False, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, False, eps)
 TAYLOR[aten._batch_norm_no_update.default] = ByFormula()
 
 # binary_cross_entropy_with_logits: result: apply_loss_reduction(bce_logits_self_derivative(self_p, target_p, weight_p, pos_weight_p) * self_t + bce_logits_target_derivative(self_p, weight_p, pos_weight_p) * target_t + torch.ops.aten.binary_cross_entropy_with_logits(self_p, target_p, None, pos_weight_p, 0) * weight_t + bce_logits_pos_weight_derivative(self_p, target_p, weight_p) * pos_weight_t, reduction)

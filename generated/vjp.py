@@ -17,6 +17,8 @@ from dualgen.formulas import (
     as_real_like,
     as_strided_grad,
     as_strided_scatter_grads,
+    batch_norm_running_mean_grad,
+    batch_norm_running_var_grad,
     bce_cross_derivative,
     bce_logits_pos_weight_derivative,
     bce_logits_self_derivative,
@@ -1590,7 +1592,23 @@ def native_batch_norm_default(
         eps,
         [True, weight is not None, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, training, eps)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, training, eps
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, training, eps)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, training, eps
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def cudnn_batch_norm_default(
@@ -1624,7 +1642,23 @@ def cudnn_batch_norm_default(
         epsilon,
         [True, True, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, training, epsilon)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, training, epsilon
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, training, epsilon)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, training, epsilon
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def miopen_batch_norm_default(
@@ -1657,7 +1691,23 @@ def miopen_batch_norm_default(
         epsilon,
         [True, True, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, training, epsilon)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, training, epsilon
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, training, epsilon)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, training, epsilon
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def native_group_norm_default(
@@ -5354,7 +5404,23 @@ def _native_batch_norm_legit_default(
         eps,
         [True, weight is not None, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, training, eps)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, training, eps
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, training, eps)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, training, eps
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def _native_batch_norm_legit_no_stats(
@@ -5408,7 +5474,23 @@ def _native_batch_norm_legit_no_training_default(
         eps,
         [True, weight is not None, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, False, eps)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, False, eps
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, False, eps)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, False, eps
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def _batch_norm_with_update_default(
@@ -5474,7 +5556,23 @@ def _batch_norm_no_update_default(
         eps,
         [True, weight is not None, bias is not None],
     )
-    return (input_grad, weight_grad, bias_grad)
+    # running_mean: None if running_mean is None else batch_norm_running_mean_grad(grad, input, weight, running_mean, running_var, False, eps)
+    running_mean_grad = (
+        None
+        if running_mean is None
+        else batch_norm_running_mean_grad(
+            grad, input, weight, running_mean, running_var, False, eps
+        )
+    )
+    # running_var: None if running_var is None else batch_norm_running_var_grad(grad, input, weight, running_mean, running_var, False, eps)
+    running_var_grad = (
+        None
+        if running_var is None
+        else batch_norm_running_var_grad(
+            grad, input, weight, running_mean, running_var, False, eps
+        )
+    )
+    return (input_grad, weight_grad, bias_grad, running_mean_grad, running_var_grad)
 
 
 def binary_cross_entropy_with_logits_default(

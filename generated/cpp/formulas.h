@@ -175,6 +175,31 @@ at::Tensor attention_tile_scores(
     bool is_causal,
     int64_t diagonal,
     double scale);
+at::Tensor batch_norm_running_mean_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_var,
+    bool training,
+    double eps);
+at::Tensor batch_norm_running_var_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_var,
+    bool training,
+    double eps);
+at::Tensor batch_norm_stats_tangent(
+    const at::Tensor& input_p,
+    const at::Tensor& weight_p,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_mean_t,
+    const at::Tensor& running_var,
+    const at::Tensor& running_var_t,
+    bool training,
+    double eps);
 at::Tensor batch_norm_tangent(
     const at::Tensor& input_t,
     const at::Tensor& input_p,

@@ -506,6 +506,15 @@ void bind_formulas(pybind11::module_& m) {
   m.def("batch_norm_tangent", [](const std::optional<at::Tensor>& input_t, const std::optional<at::Tensor>& input_p, const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training, double eps) {
     return batch_norm_tangent(binding::tensor(input_t), binding::tensor(input_p), binding::tensor(running_mean), binding::tensor(running_var), training, eps);
   }, py::arg("input_t"), py::arg("input_p"), py::arg("running_mean"), py::arg("running_var"), py::arg("training"), py::arg("eps"));
+  m.def("batch_norm_stats_tangent", [](const std::optional<at::Tensor>& input_p, const std::optional<at::Tensor>& weight_p, const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_mean_t, const std::optional<at::Tensor>& running_var, const std::optional<at::Tensor>& running_var_t, bool training, double eps) {
+    return batch_norm_stats_tangent(binding::tensor(input_p), binding::tensor(weight_p), binding::tensor(running_mean), binding::tensor(running_mean_t), binding::tensor(running_var), binding::tensor(running_var_t), training, eps);
+  }, py::arg("input_p"), py::arg("weight_p"), py::arg("running_mean"), py::arg("running_mean_t"), py::arg("running_var"), py::arg("running_var_t"), py::arg("training"), py::arg("eps"));
+  m.def("batch_norm_running_mean_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training, double eps) {
+    return batch_norm_running_mean_grad(binding::tensor(grad), binding::tensor(input), binding::tensor(weight), binding::tensor(running_mean), binding::tensor(running_var), training, eps);
+  }, py::arg("grad"), py::arg("input"), py::arg("weight"), py::arg("running_mean"), py::arg("running_var"), py::arg("training"), py::arg("eps"));
+  m.def("batch_norm_running_var_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training, double eps) {
+    return batch_norm_running_var_grad(binding::tensor(grad), binding::tensor(input), binding::tensor(weight), binding::tensor(running_mean), binding::tensor(running_var), training, eps);
+  }, py::arg("grad"), py::arg("input"), py::arg("weight"), py::arg("running_mean"), py::arg("running_var"), py::arg("training"), py::arg("eps"));
   m.def("group_norm_xhat", [](const std::optional<at::Tensor>& input_p, const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& rstd, int64_t group) {
     return group_norm_xhat(binding::tensor(input_p), binding::tensor(mean), binding::tensor(rstd), group);
   }, py::arg("input_p"), py::arg("mean"), py::arg("rstd"), py::arg("group"));

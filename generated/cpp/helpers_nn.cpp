@@ -173,6 +173,77 @@ at::Tensor batch_norm_tangent(
   return input_t * channel_view((running_var + eps).rsqrt(), ndim);
 }
 
+// batch_norm_stats_tangent(Tensor input_p, Tensor weight_p, Tensor running_mean, Tensor running_mean_t, Tensor running_var, Tensor running_var_t, bool training, float eps) -> Tensor
+at::Tensor batch_norm_stats_tangent(
+    const at::Tensor& input_p,
+    const at::Tensor& weight_p,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_mean_t,
+    const at::Tensor& running_var,
+    const at::Tensor& running_var_t,
+    bool training,
+    double eps) {
+  int64_t ndim = input_p.dim();
+  if (training || !present(running_mean)) {
+    return input_p.new_zeros(std::vector<int64_t>{});
+  }
+  at::Tensor invstd = (running_var + eps).rsqrt();
+  at::Tensor t = at::zeros_like(input_p);
+  if (present(running_mean_t)) {
+    t = t - channel_view(running_mean_t * invstd, ndim);
+  }
+  at::Tensor centered;
+  if (present(running_var_t)) {
+    centered = input_p - channel_view(running_mean, ndim);
+    t = t - 0.5 * centered * channel_view(invstd.pow(3) * running_var_t, ndim);
+  }
+  if (present(weight_p)) {
+    t = t * channel_view(weight_p, ndim);
+  }
+  return t;
+}
+
+// batch_norm_running_mean_grad(Tensor grad, Tensor input, Tensor weight, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+at::Tensor batch_norm_running_mean_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_var,
+    bool training,
+    double eps) {
+  if (training) {
+    return at::zeros_like(running_mean);
+  }
+  int64_t ndim = input.dim();
+  at::Tensor g = grad;
+  if (present(weight)) {
+    g = g * channel_view(weight, ndim);
+  }
+  return -g.sum(concat_ints(std::vector<int64_t>{0}, dim_range(2, ndim))) * (running_var + eps).rsqrt();
+}
+
+// batch_norm_running_var_grad(Tensor grad, Tensor input, Tensor weight, Tensor running_mean, Tensor running_var, bool training, float eps) -> Tensor
+at::Tensor batch_norm_running_var_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight,
+    const at::Tensor& running_mean,
+    const at::Tensor& running_var,
+    bool training,
+    double eps) {
+  if (training) {
+    return at::zeros_like(running_var);
+  }
+  int64_t ndim = input.dim();
+  at::Tensor g = grad;
+  if (present(weight)) {
+    g = g * channel_view(weight, ndim);
+  }
+  at::Tensor centered = input - channel_view(running_mean, ndim);
+  return -0.5 * (g * centered).sum(concat_ints(std::vector<int64_t>{0}, dim_range(2, ndim))) * (running_var + eps).rsqrt().pow(3);
+}
+
 // group_norm_xhat(Tensor input_p, Tensor mean, Tensor rstd, int group) -> Tensor
 at::Tensor group_norm_xhat(
     const at::Tensor& input_p,

@@ -226,25 +226,61 @@ Results native_batch_norm_default(const Values& args, const Values& tangents, co
   at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
   at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
   at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  at::Tensor running_mean_t = unpack<at::Tensor>(tangents[3]);
+  at::Tensor running_var_t = unpack<at::Tensor>(tangents[4]);
   const at::Tensor result0 = unpack<at::Tensor>(outputs[0]);
   const at::Tensor result1 = unpack<at::Tensor>(outputs[1]);
   const at::Tensor result2 = unpack<at::Tensor>(outputs[2]);
-  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim())
+  // result0: norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps)
   at::Tensor result0_t;
-  if (present(input_t) && present(weight_t) && present(bias_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
-  } else if (present(input_t) && present(weight_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
-  } else if (present(input_t) && present(bias_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
-  } else if (present(weight_t) && present(bias_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim());
-  } else if (present(input_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
-  } else if (present(weight_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim());
-  } else if (present(bias_t)) {
-    result0_t = norm_affine_tangent(batch_norm_tangent(at::zeros_like(input_p), input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim());
+  if (present(weight_t) && present(bias_t) && present(running_mean_t) && present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps);
+  } else if (present(weight_t) && present(bias_t) && present(running_mean_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, !present(running_var_p) ? at::Tensor() : at::zeros_like(running_var_p), training, eps);
+  } else if (present(weight_t) && present(bias_t) && present(running_var_t) && !present(running_mean_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, !present(running_mean_p) ? at::Tensor() : at::zeros_like(running_mean_p), running_var_p, running_var_t, training, eps);
+  } else if (present(weight_t) && present(running_mean_t) && present(running_var_t) && !present(bias_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps);
+  } else if (present(bias_t) && present(running_mean_t) && present(running_var_t) && !present(weight_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps);
+  } else if (present(weight_t) && present(bias_t) && !present(running_mean_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = conform(norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, bias_t, input_p.dim()), result0);
+  } else if (present(weight_t) && present(running_mean_t) && !present(bias_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, !present(running_var_p) ? at::Tensor() : at::zeros_like(running_var_p), training, eps);
+  } else if (present(weight_t) && present(running_var_t) && !present(bias_t) && !present(running_mean_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, !present(running_mean_p) ? at::Tensor() : at::zeros_like(running_mean_p), running_var_p, running_var_t, training, eps);
+  } else if (present(bias_t) && present(running_mean_t) && !present(weight_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, !present(running_var_p) ? at::Tensor() : at::zeros_like(running_var_p), training, eps);
+  } else if (present(bias_t) && present(running_var_t) && !present(weight_t) && !present(running_mean_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, !present(running_mean_p) ? at::Tensor() : at::zeros_like(running_mean_p), running_var_p, running_var_t, training, eps);
+  } else if (present(running_mean_t) && present(running_var_t) && !present(weight_t) && !present(bias_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, running_var_t, training, eps);
+  } else if (present(weight_t) && !present(bias_t) && !present(running_mean_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = conform(norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, weight_t, !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()), result0);
+  } else if (present(bias_t) && !present(weight_t) && !present(running_mean_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = conform(norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), bias_t, input_p.dim()), result0);
+  } else if (present(running_mean_t) && !present(weight_t) && !present(bias_t) && !present(running_var_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, running_mean_t, running_var_p, !present(running_var_p) ? at::Tensor() : at::zeros_like(running_var_p), training, eps);
+  } else if (present(running_var_t) && !present(weight_t) && !present(bias_t) && !present(running_mean_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()) + batch_norm_stats_tangent(input_p, weight_p, running_mean_p, !present(running_mean_p) ? at::Tensor() : at::zeros_like(running_mean_p), running_var_p, running_var_t, training, eps);
+  } else if (!present(weight_t) && !present(bias_t) && !present(running_mean_t) && !present(running_var_t) && present(input_t)) {
+    input_t = present(input_t) || !present(input_p) ? input_t : at::zeros_like(input_p);
+    result0_t = conform(norm_affine_tangent(batch_norm_tangent(input_t, input_p, running_mean_p, running_var_p, training, eps), batch_norm_xhat(input_p, running_mean_p, running_var_p, training, eps), weight_p, !present(weight_p) ? at::Tensor() : at::zeros_like(weight_p), !present(bias_p) ? at::Tensor() : at::zeros_like(bias_p), input_p.dim()), result0);
   }
   return {dualgen::value(result0_t), dualgen::value(None), dualgen::value(None)};
 }

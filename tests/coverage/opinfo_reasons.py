@@ -55,9 +55,23 @@ AS_STRIDED_BASE = (
     "program of values has no base (native reads the base's tangent there, zeros)"
 )
 
+DROPPED_WEIGHT = (
+    "native wrong: its forward formula takes the class weights as constants, so "
+    "their tangent gives no share, with no error; dualgen's equals central "
+    "differences (tests/runtime/test_loss_weight_tangents.py)"
+)
+
 # (op, variant, dtype, "hvp" or "jvp") where native is wrong and dualgen right,
 # with the evidence (the fx sweep falls back to the "jvp" row).
 NATIVE_WRONG = {
+    **{
+        (op, "", "float64", "jvp"): DROPPED_WEIGHT
+        for op in (
+            "nn.functional.nll_loss",
+            "nn.functional.cross_entropy",
+            "nn.functional.linear_cross_entropy",
+        )
+    },
     **{
         (op, "", dtype, mode): TRIANGLE
         for op in ("cholesky_solve", "triangular_solve")

@@ -60,8 +60,28 @@ _DROPPED_WEIGHT = (
 )
 
 
+def _reads_running_statistics(values: dict, dtype: torch.dtype) -> bool:
+    return values.get("running_mean") is not None and not values.get("training", False)
+
+
 # Native PyTorch 2.13 is wrong or has no rule, so comparing with it fails.
 NATIVE_WRONG = {
+    **{
+        (kernel, "jvp"): OnCases(
+            "in eval mode native's forward formula takes the running statistics "
+            "as constants: their tangents give no share, with no error (central "
+            "differences: tests/runtime/test_loss_weight_tangents.py)",
+            _reads_running_statistics,
+        )
+        for kernel in (
+            "native_batch_norm",
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_no_training",
+            "_batch_norm_no_update",
+            "cudnn_batch_norm",
+            "miopen_batch_norm",
+        )
+    },
     **{
         (kernel, "jvp"): OnCases(_DROPPED_WEIGHT.format(what=what), _has_weight)
         for kernel, what in (

@@ -196,3 +196,50 @@ def test_histc_of_a_dual_has_no_tangent(backend):
         )
         assert fwAD.unpack_dual(counts).tangent is None
     torch.testing.assert_close(counts, torch.histc(x, bins=4, min=-2, max=2))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 4, 2)])
+def test_eval_batch_norm_running_statistics_tangents(backend, affine, shape):
+    """In eval mode a batch norm reads its running statistics; native drops their
+    tangents without a word. Through nn.BatchNorm (the `_batch_norm_no_update` /
+    `native_batch_norm` path) with tangents on the buffers as
+    `torch.func.functional_call` gives them, against central differences."""
+    g = torch.Generator(DEVICE).manual_seed(7)
+    norm = {2: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}[len(shape)]
+    module = norm(3, affine=affine).to(**F64).eval()
+    x = torch.randn(shape, generator=g, **F64)
+    mean = torch.randn(3, generator=g, **F64)
+    var = torch.rand(3, generator=g, **F64) + 0.5
+    v_mean, v_var = (torch.randn(3, generator=g, **F64) for _ in range(2))
+
+    def f(mean, var):
+        buffers = {"running_mean": mean, "running_var": var}
+        return torch.func.functional_call(module, buffers, (x,))
+
+    with fwAD.dual_level():
+        out = f(fwAD.make_dual(mean, v_mean), fwAD.make_dual(var, v_var))
+        tangent = fwAD.unpack_dual(out).tangent
+    eps = 1e-6
+    expected = (
+        f(mean + eps * v_mean, var + eps * v_var)
+        - f(mean - eps * v_mean, var - eps * v_var)
+    ) / (2 * eps)
+    torch.testing.assert_close(tangent, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_train_batch_norm_output_does_not_read_running_statistics(backend):
+    """In training the output reads the batch's statistics only: the running ones'
+    tangents give it no share."""
+    module = torch.nn.BatchNorm1d(3).to(**F64).train()
+    x = torch.randn(4, 3, **F64)
+    with fwAD.dual_level():
+        buffers = {
+            "running_mean": fwAD.make_dual(torch.zeros(3, **F64), torch.ones(3, **F64)),
+            "running_var": fwAD.make_dual(torch.ones(3, **F64), torch.ones(3, **F64)),
+        }
+        out = torch.func.functional_call(
+            module, buffers, (fwAD.make_dual(x, torch.zeros_like(x)),)
+        )
+        tangent = fwAD.unpack_dual(out).tangent
+    torch.testing.assert_close(tangent, torch.zeros_like(x))
