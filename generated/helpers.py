@@ -54,6 +54,7 @@ __all__ = [
     "device_attention_backward_bias_tangent",
     "device_attention_backward_tangent",
     "device_attention_tangent",
+    "dim_or_last",
     "dist_tangent",
     "dropout_scale",
     "efficient_backward_bias_tangent",
@@ -4137,6 +4138,18 @@ def gather_selected(t, dim, indices):
     if t.dim() == 0:
         return t.clone()
     return t.gather(dim, indices)
+
+
+def dim_or_last(dim):
+    """An optional dim argument, the last dim (-1) where it is None
+    (_masked_softmax's).
+
+    C++:
+    dim_or_last(int? dim) -> int
+    """
+    if dim is None:
+        return -1
+    return dim
 
 
 def scatter_touched(self, dim, index):

@@ -45,6 +45,7 @@ from dualgen.formulas import (
     device_attention_backward_bias_tangent,
     device_attention_backward_tangent,
     device_attention_tangent,
+    dim_or_last,
     dist_tangent,
     dropout_scale,
     efficient_backward_bias_tangent,
@@ -1744,6 +1745,16 @@ def _softmax_default(self_p, dim, half_to_float, self_t, result):
     # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
         return result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    else:
+        return None
+
+
+def _masked_softmax_default(self_p, mask_p, dim, mask_type, self_t, result):
+    """aten::_masked_softmax(Tensor self, Tensor mask, int? dim=None, int? mask_type=None) -> Tensor"""
+    # functional, derivatives.yaml entry _masked_softmax
+    # result: result * (self_t - (result * self_t).sum(dim_or_last(dim), keepdim=True))
+    if self_t is not None:
+        return result * (self_t - (result * self_t).sum(dim_or_last(dim), keepdim=True))
     else:
         return None
 
@@ -7699,6 +7710,16 @@ def linalg_cholesky_ex_default(self_p, upper, check_errors, self_t, L, info):
     return L_t, None
 
 
+def cholesky_default(self_p, upper, self_t, result):
+    """aten::cholesky(Tensor self, bool upper=False) -> Tensor"""
+    # functional, derivatives.yaml entry cholesky
+    # result: cholesky_tangent(self_t, result, upper)
+    if self_t is not None:
+        return cholesky_tangent(self_t, result, upper)
+    else:
+        return None
+
+
 def cholesky_solve_default(self_p, input2_p, upper, self_t, input2_t, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
     # functional, derivatives.yaml entry cholesky_solve
@@ -13083,6 +13104,16 @@ def poisson_default(self_p, generator, self_t, result):
     # result: auto_element_wise, from self: torch.zeros_like(grad)
     if self_t is not None:
         return torch.zeros_like(self_t.conj()).conj()
+    else:
+        return None
+
+
+def _standard_gamma_default(self_p, generator, self_t, result):
+    """aten::_standard_gamma(Tensor self, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry _standard_gamma
+    # result: self_t * torch.ops.aten._standard_gamma_grad(self_p, result)
+    if self_t is not None:
+        return self_t * torch.ops.aten._standard_gamma_grad(self_p, result)
     else:
         return None
 

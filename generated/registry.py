@@ -2495,6 +2495,23 @@ KERNELS[aten._softmax.default] = KernelInfo(
 )
 
 
+KERNELS[aten._masked_softmax.default] = KernelInfo(
+    name="_masked_softmax",
+    kind="functional",
+    jvp=jvp._masked_softmax_default,
+    vjp_kernel="_masked_softmax_default",
+    arguments=("self", "mask", "dim", "mask_type"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_masked_softmax.default",
+)
+
+
 KERNELS[aten._log_softmax.default] = KernelInfo(
     name="_log_softmax",
     kind="functional",
@@ -8199,6 +8216,23 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
 )
 
 
+KERNELS[aten.cholesky.default] = KernelInfo(
+    name="cholesky",
+    kind="functional",
+    jvp=jvp.cholesky_default,
+    vjp_kernel="cholesky_default",
+    arguments=("self", "upper"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::cholesky.default",
+)
+
+
 KERNELS[aten.cholesky_solve.default] = KernelInfo(
     name="cholesky_solve",
     kind="functional",
@@ -10750,6 +10784,23 @@ KERNELS[aten.poisson.default] = KernelInfo(
     element_wise_jvp=True,
     derived_from=None,
     cpp_kernel="aten::poisson.default",
+)
+
+
+KERNELS[aten._standard_gamma.default] = KernelInfo(
+    name="_standard_gamma",
+    kind="functional",
+    jvp=jvp._standard_gamma_default,
+    vjp_kernel="_standard_gamma_default",
+    arguments=("self", "generator"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_standard_gamma.default",
 )
 
 

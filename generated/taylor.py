@@ -270,6 +270,9 @@ TAYLOR[aten.stack.default] = Linear()
 # _softmax: result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
 TAYLOR[aten._softmax.default] = ByFormula()
 
+# _masked_softmax: result: result * (self_t - (result * self_t).sum(dim_or_last(dim), keepdim=True))
+TAYLOR[aten._masked_softmax.default] = ByFormula()
+
 # _log_softmax: result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
 TAYLOR[aten._log_softmax.default] = ByFormula()
 
@@ -1021,6 +1024,9 @@ TAYLOR[aten.triangular_solve.default] = ByFormula()
 # linalg_cholesky_ex: L: cholesky_tangent(self_t, L, upper)
 TAYLOR[aten.linalg_cholesky_ex.default] = ByFormula()
 
+# cholesky: result: cholesky_tangent(self_t, result, upper)
+TAYLOR[aten.cholesky.default] = ByFormula()
+
 # cholesky_solve: result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
 TAYLOR[aten.cholesky_solve.default] = ByFormula()
 
@@ -1407,6 +1413,9 @@ TAYLOR[aten.normal.Tensor_Tensor] = ByFormula()
 
 # poisson: result: auto_element_wise, from self: torch.zeros_like(grad)
 TAYLOR[aten.poisson.default] = Linear()
+
+# _standard_gamma: result: self_t * torch.ops.aten._standard_gamma_grad(self_p, result)
+TAYLOR[aten._standard_gamma.default] = ByFormula()
 
 # _foreach_norm.Scalar: result: foreach_norm_tangents(self_t, self_p, ord, result)
 TAYLOR[aten._foreach_norm.Scalar] = ByFormula()

@@ -44,6 +44,7 @@ from dualgen.formulas import (
     device_attention_backward_grads,
     device_attention_backward_grads_with_bias,
     device_attention_grads,
+    dim_or_last,
     dist_grad,
     dropout_scale,
     efficient_backward_grads,
@@ -1413,6 +1414,14 @@ def _softmax_default(grad, self, dim, half_to_float, result):
     # functional, derivatives.yaml entry _softmax
     # self: torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
     self_grad = torch.ops.aten._softmax_backward_data(grad, result, dim, self.dtype)
+    return (self_grad,)
+
+
+def _masked_softmax_default(grad, self, mask, dim, mask_type, result):
+    """aten::_masked_softmax(Tensor self, Tensor mask, int? dim=None, int? mask_type=None) -> Tensor"""
+    # functional, derivatives.yaml entry _masked_softmax
+    # self: result * (grad - (grad * result).sum(dim_or_last(dim), keepdim=True))
+    self_grad = result * (grad - (grad * result).sum(dim_or_last(dim), keepdim=True))
     return (self_grad,)
 
 
@@ -4836,6 +4845,14 @@ def linalg_cholesky_ex_default(grads, self, upper, check_errors, L, info):
     return (self_grad,)
 
 
+def cholesky_default(grad, self, upper, result):
+    """aten::cholesky(Tensor self, bool upper=False) -> Tensor"""
+    # functional, derivatives.yaml entry cholesky
+    # self: cholesky_grad(grad, result, upper)
+    self_grad = cholesky_grad(grad, result, upper)
+    return (self_grad,)
+
+
 def cholesky_solve_default(grad, self, input2, upper, result):
     """aten::cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
     # functional, derivatives.yaml entry cholesky_solve
@@ -6830,6 +6847,14 @@ def poisson_default(grad, self, generator, result):
     # functional, derivatives.yaml entry poisson
     # self: torch.zeros_like(grad)
     self_grad = torch.zeros_like(grad)
+    return (self_grad,)
+
+
+def _standard_gamma_default(grad, self, generator, result):
+    """aten::_standard_gamma(Tensor self, Generator? generator=None) -> Tensor"""
+    # functional, derivatives.yaml entry _standard_gamma
+    # self: grad * torch.ops.aten._standard_gamma_grad(self, result)
+    self_grad = grad * torch.ops.aten._standard_gamma_grad(self, result)
     return (self_grad,)
 
 

@@ -384,6 +384,7 @@ TensorList device_attention_tangent(
     double dropout_p,
     bool is_causal,
     std::optional<double> scale);
+int64_t dim_or_last(std::optional<int64_t> dim);
 std::vector<int64_t> dim_range(int64_t lo, int64_t hi);
 at::Tensor dist_tangent(
     const at::Tensor& t,

@@ -728,6 +728,9 @@ void bind_formulas(pybind11::module_& m) {
   m.def("gather_selected", [](const std::optional<at::Tensor>& t, int64_t dim, const std::optional<at::Tensor>& indices) {
     return gather_selected(binding::tensor(t), dim, binding::tensor(indices));
   }, py::arg("t"), py::arg("dim"), py::arg("indices"));
+  m.def("dim_or_last", [](std::optional<int64_t> dim) {
+    return dim_or_last(dim);
+  }, py::arg("dim"));
   m.def("scatter_touched", [](const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index) {
     return scatter_touched(binding::tensor(self), dim, binding::tensor(index));
   }, py::arg("self"), py::arg("dim"), py::arg("index"));

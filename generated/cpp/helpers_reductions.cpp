@@ -430,4 +430,12 @@ at::Tensor gather_selected(
   return t.gather(dim, indices);
 }
 
+// dim_or_last(int? dim) -> int
+int64_t dim_or_last(std::optional<int64_t> dim) {
+  if (!present(dim)) {
+    return -1;
+  }
+  return dim.value();
+}
+
 }  // namespace dualgen::formulas

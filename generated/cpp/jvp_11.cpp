@@ -75,6 +75,22 @@ Results _unsafe_view_default(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::_masked_softmax(Tensor self, Tensor mask, int? dim=None, int? mask_type=None) -> Tensor
+// functional, derivatives.yaml entry _masked_softmax
+Results _masked_softmax_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor mask_p = unpack<at::Tensor>(args[1]);
+  const std::optional<int64_t> dim = unpack<std::optional<int64_t>>(args[2]);
+  const std::optional<int64_t> mask_type = unpack<std::optional<int64_t>>(args[3]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: result * (self_t - (result * self_t).sum(dim_or_last(dim), keepdim=True))
+  if (present(self_t)) {
+    return {dualgen::value(result * (self_t - (result * self_t).sum(at::IntArrayRef{dim_or_last(dim)}, true)))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry max_pool3d_with_indices
 Results max_pool3d_with_indices_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -416,6 +432,7 @@ void register_shard_11(Registry& registry) {
   registry.add("aten::exp.default", &exp_default);
   registry.add("aten::exp_.default", &exp__default);
   registry.add("aten::_unsafe_view.default", &_unsafe_view_default);
+  registry.add("aten::_masked_softmax.default", &_masked_softmax_default);
   registry.add("aten::max_pool3d_with_indices.default", &max_pool3d_with_indices_default);
   registry.add("aten::special_xlog1py.self_scalar", &special_xlog1py_self_scalar);
   registry.add("aten::index_put.default", &index_put_default);

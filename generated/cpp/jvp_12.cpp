@@ -306,6 +306,20 @@ Results _linalg_solve_ex_default(const Values& args, const Values& tangents, con
   return {dualgen::value(result_t), dualgen::value(LU_t), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::cholesky(Tensor self, bool upper=False) -> Tensor
+// functional, derivatives.yaml entry cholesky
+Results cholesky_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const bool upper = unpack<bool>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: cholesky_tangent(self_t, result, upper)
+  if (present(self_t)) {
+    return {dualgen::value(cholesky_tangent(self_t, result, upper))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::linalg_matrix_exp(Tensor self) -> Tensor
 // functional, derivatives.yaml entry linalg_matrix_exp
 Results linalg_matrix_exp_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -604,6 +618,7 @@ void register_shard_12(Registry& registry) {
   registry.add("aten::scatter_.src", &scatter__src);
   registry.add("aten::binary_cross_entropy.default", &binary_cross_entropy_default);
   registry.add("aten::_linalg_solve_ex.default", &_linalg_solve_ex_default);
+  registry.add("aten::cholesky.default", &cholesky_default);
   registry.add("aten::linalg_matrix_exp.default", &linalg_matrix_exp_default);
   registry.add("aten::nll_loss_backward.default", &nll_loss_backward_default);
   registry.add("aten::linalg_matrix_sqrth.default", &linalg_matrix_sqrth_default);

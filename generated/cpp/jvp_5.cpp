@@ -926,6 +926,20 @@ Results _unsafe_index_Tensor(const Values& args, const Values& tangents, const V
   return {dualgen::value(None)};
 }
 
+// aten::_standard_gamma(Tensor self, Generator? generator=None) -> Tensor
+// functional, derivatives.yaml entry _standard_gamma
+Results _standard_gamma_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const std::optional<at::Generator> generator = unpack<std::optional<at::Generator>>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: self_t * torch.ops.aten._standard_gamma_grad(self_p, result)
+  if (present(self_t)) {
+    return {dualgen::value(self_t * at::_ops::_standard_gamma_grad::call(self_p, result))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_scaled_dot_product_efficient_attention_backward(Tensor grad_out_, Tensor query, Tensor key, Tensor value, Tensor attn_bias, Tensor out, Tensor logsumexp, Tensor philox_seed, Tensor philox_offset, float dropout_p, bool[4] grad_input_mask, bool is_causal=False, *, float? scale=None) -> (Tensor, Tensor, Tensor, Tensor)
 // functional, derivatives.yaml entry _scaled_dot_product_efficient_attention_backward
 Results _scaled_dot_product_efficient_attention_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1264,6 +1278,7 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::_adaptive_avg_pool3d_backward.default", &_adaptive_avg_pool3d_backward_default);
   registry.add("aten::fill.Tensor", &fill_Tensor);
   registry.add("aten::_unsafe_index.Tensor", &_unsafe_index_Tensor);
+  registry.add("aten::_standard_gamma.default", &_standard_gamma_default);
   registry.add("aten::_scaled_dot_product_efficient_attention_backward.default", &_scaled_dot_product_efficient_attention_backward_default);
   registry.add("aten::_efficient_attention_forward.default", &_efficient_attention_forward_default);
   registry.add("aten::_embedding_bag.default", &_embedding_bag_default);

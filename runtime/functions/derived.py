@@ -55,6 +55,12 @@ def derived_jvp(call: Call, ctx, record: Record, tangents: list, outs: tuple) ->
             f"forward derivative. {_how_to_fix(name)}"
         )
     if getattr(backward, "__code__", None) is ONCE_DIFFERENTIABLE_CODE:
+        # @once_differentiable says backward has no derivative in what it saved;
+        # it is still linear in its grads, and the function it wraps, run with
+        # grad mode on, is differentiated in them (torch.distributions' _Dirichlet).
+        # A body that hides its grads from autograd is refused below.
+        backward = getattr(backward, "__wrapped__", None) or backward
+    if getattr(backward, "__code__", None) is ONCE_DIFFERENTIABLE_CODE:
         raise NotImplementedError(
             f"{name} has no jvp, and its backward is @once_differentiable, so dualgen "
             f"cannot derive one from it (that differentiates backward). "

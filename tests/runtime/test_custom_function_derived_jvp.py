@@ -2,8 +2,9 @@
 dualgen derives the jvp from `backward` (or `vjp`), and the result must equal
 native's with the jvp written out (the class with its jvp against a subclass
 without it): several inputs and outputs, non-tensors, `mark_dirty`, views,
-reverse-over-derived-forward, `no_grad`. Backwards it cannot derive from
-(`@once_differentiable`, detaching, numpy, raising, wrong count) give an error
+reverse-over-derived-forward, `no_grad`, `@once_differentiable` (the function it
+wraps). Backwards it cannot derive from (detaching, numpy, raising, wrong count)
+give an error
 naming the Function and the fixes; `dualgen.register_jvp(MyFunction)` overrides
 the jvp, written or derived, until unregistered.
 """
@@ -192,10 +193,10 @@ CANNOT_DERIVE = {
         NotImplementedError,
         "neither a jvp nor a backward",
     ),
-    "once_differentiable": (
-        with_backward(lambda ctx, g: 2 * g, once=True),
-        NotImplementedError,
-        "its backward is @once_differentiable",
+    "once_differentiable-numpy": (
+        with_backward(numpy_backward, once=True),
+        RuntimeError,
+        "does not depend differentiably on grad_outputs",
     ),
     "detached": (
         with_backward(lambda ctx, g: 2 * g.detach()),
@@ -218,6 +219,40 @@ CANNOT_DERIVE = {
         r"returned an incorrect number of gradients \(expected 1, got 2\)",
     ),
 }
+
+
+def test_once_differentiable_backward_is_differentiated_in_its_grads():
+    """@once_differentiable says backward has no derivative in what it saved; it
+    is still linear in its grads: the function it wraps gives J t."""
+    fn = with_backward(lambda ctx, g: 2 * g, once=True)
+    x, t = randn(3), randn(3)
+    with dual_fwAD.dual_level():
+        out = fn.apply(dual_fwAD.make_dual(x, t))
+        torch.testing.assert_close(dual_fwAD.unpack_dual(out).tangent, 2 * t)
+
+
+@pytest.mark.parametrize("draw", ["dirichlet", "beta"])
+def test_dirichlet_and_beta_draws_take_their_backward_jacobian(draw):
+    """torch.distributions' _Dirichlet (Dirichlet and Beta rsample) has no jvp and
+    a @once_differentiable backward: the tangent is its Jacobian, the one autograd
+    gives the same seeded draw (implicit reparameterization)."""
+    from torch.distributions import Beta, Dirichlet
+
+    alpha = torch.tensor([0.5, 1.5, 4.0], dtype=torch.float64)
+    t = torch.tensor([0.3, -1.0, 2.0], dtype=torch.float64)
+
+    def sample(a):
+        torch.manual_seed(1)
+        return (
+            Dirichlet(a).rsample()
+            if draw == "dirichlet"
+            else Beta(a, a.flip(0)).rsample()
+        )
+
+    with dual_fwAD.dual_level():
+        tangent = dual_fwAD.unpack_dual(sample(dual_fwAD.make_dual(alpha, t))).tangent
+    jacobian = torch.autograd.functional.jacobian(sample, alpha)
+    torch.testing.assert_close(tangent, jacobian @ t)
 
 
 @pytest.mark.parametrize("case", list(CANNOT_DERIVE))

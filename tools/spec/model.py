@@ -83,6 +83,11 @@ CONVENTIONS = {
         "passes where the input was in range), not rounding's derivative, which "
         "is zero almost everywhere"
     ),
+    "implicit-reparameterization": (
+        "a random draw's implicit reparameterization derivative in its parameter "
+        "(the draw with its CDF value held fixed), which autograd uses, not the "
+        "derivative of the seeded sampler's map that finite differences see"
+    ),
 }
 
 

@@ -40,6 +40,10 @@ KNOWN_REVERSE = {
         "a sample computes no logsumexp (compute_log_sumexp=False), which torch's "
         "backward of the op reads (torch computes it wherever autograd records)",
     ),
+    "_masked_softmax": "torch's backward of the op refuses the masks of "
+    "mask_type 1 and 0 ((B, L) and (L, L): 'Mask shape should match grad shape'), "
+    "so autograd cannot differentiate the output the tangent reads (samples 3 "
+    "and 4)",
     "_flash_attention_forward": "torch's backward of the op drops alibi_slopes "
     "(FlashAttentionBackward0 saves none; _flash_attention_backward takes none), "
     "so the gradient autograd gives the output, which the tangent reads, is that "
