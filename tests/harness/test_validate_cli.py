@@ -306,3 +306,26 @@ def test_gauge_invariants_ignore_the_phase_of_each_vector():
     eig = GAUGE_INVARIANTS["linalg_eig"]
     for a, b in zip(eig((L, V)), eig((L, V * phase))):
         torch.testing.assert_close(a, b)
+
+
+# ---------------------------------------------------------------- samples torch refuses
+
+
+def test_a_sample_torch_refuses_in_every_dtype_fails_the_kernel(
+    tmp_path, monkeypatch, capsys
+):
+    """A sample the op never takes (shapes that do not broadcast) checks nothing:
+    the kernel fails naming it, rather than pass on its other samples."""
+    mul = entry(
+        MUL,
+        "sample:",
+        "  - self=any(3, 4), other=any(3, 4)",
+        "  - self=any(3, 4), other=any(5)",
+        *MUL_BW,
+        "result: self_t * other_p + other_t * self_p",
+    )
+    out, found = validate_failing(
+        tmp_path, monkeypatch, capsys, HARNESS + mul, "--ops", "mul.Tensor"
+    )
+    assert ("mul.Tensor", "float64", "slow") in found
+    assert "sample 2: torch refuses it in every dtype" in out

@@ -48,6 +48,8 @@ class KernelReport:
     spec_line: int
     verdicts: dict = field(default_factory=dict)  # (dtype name, check) -> Verdict
     cases: dict = field(default_factory=dict)  # dtype name -> cases run
+    # sample ("sample 3") -> torch's refusal, for the samples no dtype ran
+    refused_samples: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -380,12 +382,36 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
             del report.cases[_name(SINGLE)]
             for check in CHECKS:
                 del report.verdicts[(_name(SINGLE), check)]
+    if any(report.cases.values()) and info.kind != "inplace":
+        # (an in-place kernel takes its functional entry's samples, broadcasting
+        # ones too, which an in-place op refuses)
+        _fail_refused_samples(report)
     if differentiable and not any(report.cases.values()):
         # A differentiable kernel that no sample reaches is not validated.
         reason = next(v.detail for v in report.verdicts.values())
         for key in report.verdicts:
             report.verdicts[key] = Verdict("fail", f"no sample runs: {reason}")
     return report
+
+
+def _sample_of(label: str) -> str:
+    return label.split(",")[0]  # "sample 3, 2-d" -> "sample 3"
+
+
+def _fail_refused_samples(report: KernelReport) -> None:
+    """A sample torch refuses in every dtype checks nothing (a shape or argument
+    the op does not take): the kernel fails, naming it, rather than pass on the
+    samples that run."""
+    refused = {
+        sample: why for sample, why in report.refused_samples.items() if why is not None
+    }
+    if not refused:
+        return
+    sample, why = next(iter(refused.items()))
+    detail = f"{sample}: torch refuses it in every dtype ({why}); fix the sample"
+    for key, verdict in report.verdicts.items():
+        if verdict.status == "pass":
+            report.verdicts[key] = Verdict("fail", detail)
 
 
 def _validate_dtype(
@@ -409,10 +435,13 @@ def _validate_dtype(
     refusals = []
     ran = 0
     differentiable = False
+    refused = report.refused_samples
     for case in cases_for(op, samples, dtype, seed):
+        sample = _sample_of(case.label)
         if case.refusal:
             differentiable = True  # unknown: counted, so all refused is a failure
             refusals.append(f"{case.label}: torch refuses: {case.refusal}")
+            refused.setdefault(sample, case.refusal)
             continue
         made = _function(op, info, case)
         if made is None:
@@ -423,7 +452,9 @@ def _validate_dtype(
         refusal = _runs(function, inputs)
         if refusal:
             refusals.append(f"{case.label}: torch refuses: {refusal}")
+            refused.setdefault(sample, refusal)
             continue
+        refused[sample] = None  # it runs (in this dtype, at least)
         if any(x.numel() for x in inputs):
             ran += 1  # empty samples check shapes, not derivatives
         else:
