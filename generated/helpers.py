@@ -90,6 +90,8 @@ __all__ = [
     "group_norm_tangent",
     "group_norm_xhat",
     "hermitian_sqrt_differential",
+    "index_reduce_grads",
+    "index_reduce_tangent",
     "layer_norm_tangent",
     "layer_norm_xhat",
     "linalg_solve_tangent",
@@ -4213,6 +4215,77 @@ def scatter_reduce_tangent(
         src_term = src_read(src_t, index) * src_w.to(src_t.dtype)
         return self_term.scatter_add(dim, index, src_term.to(self_term.dtype))
     return no_derivative("scatter_reduce", "reduce", reduce)
+
+
+def index_reduce_weights(self, dim, index, source, reduce, include_self, result):
+    """index_reduce's derivative of each result element in the self element at its
+    place and in each source element reduced into it, as [self's (shaped like
+    self), source's (shaped like source)]. `keep` is 1 where self takes part
+    (everywhere with include_self, else where no source arrives); prod's source
+    weights are the other factors' product, kept exact where a source is its
+    place's only zero.
+
+    C++:
+    index_reduce_weights(Tensor self, int dim, Tensor index, Tensor source, str reduce, bool include_self, Tensor result) -> Tensor[]
+    """
+    count = torch.zeros_like(self).index_add(dim, index, torch.ones_like(source))
+    keep = torch.ones_like(self)
+    if not include_self:
+        keep = (count == 0).to(self.dtype)
+    if reduce == "mean":
+        n = keep + count
+        return [keep / n, (1 / n).index_select(dim, index)]
+    if reduce == "prod":
+        self_w = keep * torch.ones_like(self).index_reduce(dim, index, source, "prod")
+        zero = source == 0
+        zeros = torch.zeros_like(self).index_add(dim, index, zero.to(self.dtype))
+        single = zero & (zeros.index_select(dim, index) == 1)
+        others = self.index_reduce(
+            dim, index, source.masked_fill(single, 1), "prod", include_self=include_self
+        )
+        source_w = torch.where(
+            single,
+            others.index_select(dim, index),
+            result.index_select(dim, index) / source.masked_fill(zero, 1),
+        )
+        return [self_w, source_w]
+    if reduce == "amax" or reduce == "amin":
+        self_hit = (self == result) & (keep > 0)
+        source_hit = source == result.index_select(dim, index)
+        n = self_hit.to(self.dtype).index_add(dim, index, source_hit.to(self.dtype))
+        n = n.masked_fill(n == 0, 1)
+        return [self_hit / n, source_hit / n.index_select(dim, index)]
+    return [no_derivative("index_reduce", "reduce", reduce), source]
+
+
+def index_reduce_tangent(
+    self_t, self_p, dim, index, source_t, source_p, reduce, include_self, result
+):
+    """Tangent of index_reduce (mean, prod, amax, amin); linear in self_t, source_t.
+
+    C++:
+    index_reduce_tangent(Tensor self_t, Tensor self_p, int dim, Tensor index, Tensor source_t, Tensor source_p, str reduce, bool include_self, Tensor result) -> Tensor
+    """
+    self_w, source_w = index_reduce_weights(
+        self_p, dim, index, source_p, reduce, include_self, result
+    )
+    # The weights in each tangent's dtype, as native's (masks keep it).
+    self_term = self_t * self_w.to(self_t.dtype)
+    source_term = source_t * source_w.to(source_t.dtype)
+    return self_term.index_add(dim, index, source_term.to(self_term.dtype))
+
+
+def index_reduce_grads(grad, self, dim, index, source, reduce, include_self, result):
+    """Gradients [self's, source's] of index_reduce: the conjugated weights of
+    `index_reduce_weights` times the gradient at each element's place.
+
+    C++:
+    index_reduce_grads(Tensor grad, Tensor self, int dim, Tensor index, Tensor source, str reduce, bool include_self, Tensor result) -> Tensor[]
+    """
+    self_w, source_w = index_reduce_weights(
+        self, dim, index, source, reduce, include_self, result
+    )
+    return [grad * self_w.conj(), grad.index_select(dim, index) * source_w.conj()]
 
 
 def split_heads(x, num_head):

@@ -81,6 +81,7 @@ from dualgen.formulas import (
     grouped_mm_any_layout,
     hermitian_sqrt_differential,
     householder_product_tangent,
+    index_reduce_tangent,
     layer_norm_tangent,
     layer_norm_xhat,
     linalg_solve_tangent,
@@ -7146,6 +7147,102 @@ def scatter_reduce__two(
                 index_p,
                 src_t,
                 src_p,
+                reduce,
+                include_self,
+                result,
+            ),
+            result,
+        )
+    else:
+        return None
+
+
+def index_reduce_default(
+    self_p, dim, index_p, source_p, reduce, include_self, self_t, source_t, result
+):
+    """aten::index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
+    # functional, derivatives.yaml entry index_reduce
+    # result: index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result)
+    if self_t is not None and source_t is not None:
+        return index_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            source_t,
+            source_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif self_t is not None:
+        return index_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            torch.zeros_like(source_p),
+            source_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif source_t is not None:
+        return index_reduce_tangent(
+            torch.zeros_like(self_p),
+            self_p,
+            dim,
+            index_p,
+            source_t,
+            source_p,
+            reduce,
+            include_self,
+            result,
+        )
+    else:
+        return None
+
+
+def index_reduce__default(
+    self_p, dim, index_p, source_p, reduce, include_self, self_t, source_t, result
+):
+    """aten::index_reduce_(Tensor(a!) self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry index_reduce
+    # formulas from index_reduce; self_p is self before the update
+    # result: index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result)
+    if self_t is not None and source_t is not None:
+        return index_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            source_t,
+            source_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif self_t is not None:
+        return index_reduce_tangent(
+            self_t,
+            self_p,
+            dim,
+            index_p,
+            torch.zeros_like(source_p),
+            source_p,
+            reduce,
+            include_self,
+            result,
+        )
+    elif source_t is not None:
+        return conform(
+            index_reduce_tangent(
+                torch.zeros_like(self_p),
+                self_p,
+                dim,
+                index_p,
+                source_t,
+                source_p,
                 reduce,
                 include_self,
                 result,

@@ -7757,6 +7757,40 @@ KERNELS[aten.scatter_reduce_.two] = KernelInfo(
 )
 
 
+KERNELS[aten.index_reduce.default] = KernelInfo(
+    name="index_reduce",
+    kind="functional",
+    jvp=jvp.index_reduce_default,
+    vjp_kernel="index_reduce_default",
+    arguments=("self", "dim", "index", "source", "reduce", "include_self"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::index_reduce.default",
+)
+
+
+KERNELS[aten.index_reduce_.default] = KernelInfo(
+    name="index_reduce_",
+    kind="inplace",
+    jvp=jvp.index_reduce__default,
+    vjp_kernel="index_reduce__default",
+    arguments=("self", "dim", "index", "source", "reduce", "include_self"),
+    outputs=("result",),
+    differentiable_inputs=("self", "source"),
+    differentiable_outputs=("result",),
+    needs_original_self=True,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from="index_reduce",
+    cpp_kernel="aten::index_reduce_.default",
+)
+
+
 KERNELS[aten.index_add.default] = KernelInfo(
     name="index_add",
     kind="functional",

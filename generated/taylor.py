@@ -954,6 +954,9 @@ TAYLOR[aten.scatter_add.default] = Linear()
 # scatter_reduce.two: result: scatter_reduce_tangent(self_t, self_p, dim, index_p, src_t, src_p, reduce, include_self, result)
 TAYLOR[aten.scatter_reduce.two] = ByFormula()
 
+# index_reduce: result: index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result)
+TAYLOR[aten.index_reduce.default] = ByFormula()
+
 # index_add: result: self_t.index_add(dim, index_p, scale(source_t, alpha))
 TAYLOR[aten.index_add.default] = Linear()
 

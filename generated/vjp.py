@@ -81,6 +81,7 @@ from dualgen.formulas import (
     grouped_mm_any_layout,
     hermitian_sqrt_differential,
     householder_product_grads,
+    index_reduce_grads,
     inverse_permutation,
     linalg_solve_grads,
     logit_derivative,
@@ -4530,6 +4531,27 @@ def scatter_reduce__two(grad, self, dim, index, src, reduce, include_self, resul
         grad, self, dim, index, src, reduce, include_self, result
     )
     return (self_grad, src_grad)
+
+
+def index_reduce_default(grad, self, dim, index, source, reduce, include_self, result):
+    """aten::index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
+    # functional, derivatives.yaml entry index_reduce
+    # self, source: index_reduce_grads(grad, self, dim, index, source, reduce, include_self, result)
+    self_grad, source_grad = index_reduce_grads(
+        grad, self, dim, index, source, reduce, include_self, result
+    )
+    return (self_grad, source_grad)
+
+
+def index_reduce__default(grad, self, dim, index, source, reduce, include_self, result):
+    """aten::index_reduce_(Tensor(a!) self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor(a!)"""
+    # inplace, derivatives.yaml entry index_reduce
+    # formulas from index_reduce; self_p is self before the update
+    # self, source: index_reduce_grads(grad, self, dim, index, source, reduce, include_self, result)
+    self_grad, source_grad = index_reduce_grads(
+        grad, self, dim, index, source, reduce, include_self, result
+    )
+    return (self_grad, source_grad)
 
 
 def index_add_default(grad, self, dim, index, source, alpha, result):

@@ -751,6 +751,33 @@ at::Tensor householder_product_tangent(
     const at::Tensor& tau_t,
     const at::Tensor& input,
     const at::Tensor& tau);
+TensorList index_reduce_grads(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result);
+at::Tensor index_reduce_tangent(
+    const at::Tensor& self_t,
+    const at::Tensor& self_p,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source_t,
+    const at::Tensor& source_p,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result);
+TensorList index_reduce_weights(
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result);
 std::vector<int64_t> int_list(const at::Tensor& t);
 bool is_vector_rhs(const at::Tensor& A, const at::Tensor& B);
 TensorList key_tile(

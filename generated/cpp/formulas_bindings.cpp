@@ -743,6 +743,15 @@ void bind_formulas(pybind11::module_& m) {
   m.def("scatter_reduce_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& src_t, const std::optional<at::Tensor>& src_p, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
     return scatter_reduce_tangent(binding::tensor(self_t), binding::tensor(self_p), dim, binding::tensor(index), binding::tensor(src_t), binding::tensor(src_p), reduce, include_self, binding::tensor(result));
   }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("index"), py::arg("src_t"), py::arg("src_p"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
+  m.def("index_reduce_weights", [](const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& source, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
+    return index_reduce_weights(binding::tensor(self), dim, binding::tensor(index), binding::tensor(source), reduce, include_self, binding::tensor(result));
+  }, py::arg("self"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
+  m.def("index_reduce_tangent", [](const std::optional<at::Tensor>& self_t, const std::optional<at::Tensor>& self_p, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& source_t, const std::optional<at::Tensor>& source_p, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
+    return index_reduce_tangent(binding::tensor(self_t), binding::tensor(self_p), dim, binding::tensor(index), binding::tensor(source_t), binding::tensor(source_p), reduce, include_self, binding::tensor(result));
+  }, py::arg("self_t"), py::arg("self_p"), py::arg("dim"), py::arg("index"), py::arg("source_t"), py::arg("source_p"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
+  m.def("index_reduce_grads", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& source, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
+    return index_reduce_grads(binding::tensor(grad), binding::tensor(self), dim, binding::tensor(index), binding::tensor(source), reduce, include_self, binding::tensor(result));
+  }, py::arg("grad"), py::arg("self"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
   m.def("split_heads", [](const std::optional<at::Tensor>& x, int64_t num_head) {
     return split_heads(binding::tensor(x), num_head);
   }, py::arg("x"), py::arg("num_head"));

@@ -77,4 +77,89 @@ at::Tensor scatter_reduce_tangent(
   return no_derivative("scatter_reduce", "reduce", reduce);
 }
 
+// index_reduce_weights(Tensor self, int dim, Tensor index, Tensor source, str reduce, bool include_self, Tensor result) -> Tensor[]
+TensorList index_reduce_weights(
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result) {
+  at::Tensor count = at::zeros_like(self).index_add(dim, index, at::ones_like(source));
+  at::Tensor keep = at::ones_like(self);
+  if (!include_self) {
+    keep = (count == 0).to(self.scalar_type());
+  }
+  at::Tensor n;
+  if (reduce == c10::string_view("mean")) {
+    n = keep + count;
+    return TensorList{keep / n, (n.reciprocal() * 1).index_select(dim, index)};
+  }
+  at::Tensor self_w;
+  at::Tensor zero;
+  at::Tensor zeros;
+  at::Tensor single;
+  at::Tensor others;
+  at::Tensor source_w;
+  if (reduce == c10::string_view("prod")) {
+    self_w = keep * at::ones_like(self).index_reduce(dim, index, source, "prod");
+    zero = source == 0;
+    zeros = at::zeros_like(self).index_add(dim, index, zero.to(self.scalar_type()));
+    single = zero & zeros.index_select(dim, index) == 1;
+    others = self.index_reduce(dim, index, source.masked_fill(single, 1), "prod", include_self);
+    source_w = at::where(single, others.index_select(dim, index), result.index_select(dim, index) / source.masked_fill(zero, 1));
+    return TensorList{self_w, source_w};
+  }
+  at::Tensor self_hit;
+  at::Tensor source_hit;
+  if (reduce == c10::string_view("amax") || reduce == c10::string_view("amin")) {
+    self_hit = self == result & keep > 0;
+    source_hit = source == result.index_select(dim, index);
+    n = self_hit.to(self.scalar_type()).index_add(dim, index, source_hit.to(self.scalar_type()));
+    n = n.masked_fill(n == 0, 1);
+    return TensorList{self_hit / n, source_hit / n.index_select(dim, index)};
+  }
+  return TensorList{no_derivative("index_reduce", "reduce", reduce), source};
+}
+
+// index_reduce_tangent(Tensor self_t, Tensor self_p, int dim, Tensor index, Tensor source_t, Tensor source_p, str reduce, bool include_self, Tensor result) -> Tensor
+at::Tensor index_reduce_tangent(
+    const at::Tensor& self_t,
+    const at::Tensor& self_p,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source_t,
+    const at::Tensor& source_p,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result) {
+  TensorList unpacked1 = index_reduce_weights(self_p, dim, index, source_p, reduce, include_self, result);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor self_w = unpacked1[0];
+  at::Tensor source_w = unpacked1[1];
+  at::Tensor self_term = self_t * self_w.to(self_t.scalar_type());
+  at::Tensor source_term = source_t * source_w.to(source_t.scalar_type());
+  return self_term.index_add(dim, index, source_term.to(self_term.scalar_type()));
+}
+
+// index_reduce_grads(Tensor grad, Tensor self, int dim, Tensor index, Tensor source, str reduce, bool include_self, Tensor result) -> Tensor[]
+TensorList index_reduce_grads(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    int64_t dim,
+    const at::Tensor& index,
+    const at::Tensor& source,
+    c10::string_view reduce,
+    bool include_self,
+    const at::Tensor& result) {
+  TensorList unpacked1 = index_reduce_weights(self, dim, index, source, reduce, include_self, result);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor self_w = unpacked1[0];
+  at::Tensor source_w = unpacked1[1];
+  return TensorList{grad * self_w.conj(), grad.index_select(dim, index) * source_w.conj()};
+}
+
 }  // namespace dualgen::formulas

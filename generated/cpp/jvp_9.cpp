@@ -503,6 +503,53 @@ Results max_default(const Values& args, const Values& tangents, const Values& ou
   return {dualgen::value(None)};
 }
 
+// aten::index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor
+// functional, derivatives.yaml entry index_reduce
+Results index_reduce_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t dim = unpack<int64_t>(args[1]);
+  const at::Tensor index_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor source_p = unpack<at::Tensor>(args[3]);
+  const std::string reduce = unpack<std::string>(args[4]);
+  const bool include_self = unpack<bool>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor source_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result)
+  if (present(self_t) && present(source_t)) {
+    return {dualgen::value(index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(index_reduce_tangent(self_t, self_p, dim, index_p, at::zeros_like(source_p), source_p, reduce, include_self, result))};
+  } else if (present(source_t)) {
+    return {dualgen::value(index_reduce_tangent(at::zeros_like(self_p), self_p, dim, index_p, source_t, source_p, reduce, include_self, result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::index_reduce_(Tensor(a!) self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor(a!)
+// inplace, derivatives.yaml entry index_reduce
+// formulas from index_reduce; self_p is self before the update
+Results index_reduce__default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const int64_t dim = unpack<int64_t>(args[1]);
+  const at::Tensor index_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor source_p = unpack<at::Tensor>(args[3]);
+  const std::string reduce = unpack<std::string>(args[4]);
+  const bool include_self = unpack<bool>(args[5]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor source_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result)
+  if (present(self_t) && present(source_t)) {
+    return {dualgen::value(index_reduce_tangent(self_t, self_p, dim, index_p, source_t, source_p, reduce, include_self, result))};
+  } else if (present(self_t)) {
+    return {dualgen::value(index_reduce_tangent(self_t, self_p, dim, index_p, at::zeros_like(source_p), source_p, reduce, include_self, result))};
+  } else if (present(source_t)) {
+    return {dualgen::value(conform(index_reduce_tangent(at::zeros_like(self_p), self_p, dim, index_p, source_t, source_p, reduce, include_self, result), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor
 // functional, derivatives.yaml entry unfold_backward
 Results unfold_backward_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -896,6 +943,8 @@ void register_shard_9(Registry& registry) {
   registry.add("aten::cumsum.default", &cumsum_default);
   registry.add("aten::cumsum_.default", &cumsum__default);
   registry.add("aten::max.default", &max_default);
+  registry.add("aten::index_reduce.default", &index_reduce_default);
+  registry.add("aten::index_reduce_.default", &index_reduce__default);
   registry.add("aten::unfold_backward.default", &unfold_backward_default);
   registry.add("aten::triangular_solve.default", &triangular_solve_default);
   registry.add("aten::cholesky_inverse.default", &cholesky_inverse_default);

@@ -64,8 +64,24 @@ def _reads_running_statistics(values: dict, dtype: torch.dtype) -> bool:
     return values.get("running_mean") is not None and not values.get("training", False)
 
 
+def _index_reduce_native_wrong(values: dict, dtype: torch.dtype) -> bool:
+    extreme = values["reduce"] in ("amax", "amin") and not values["include_self"]
+    return extreme or (values["reduce"] == "prod" and dtype.is_complex)
+
+
 # Native PyTorch 2.13 is wrong or has no rule, so comparing with it fails.
 NATIVE_WRONG = {
+    **{
+        (kernel, "vjp"): OnCases(
+            "torch's backward of index_reduce counts self among the elements "
+            "attaining amax/amin where include_self=False leaves it out (a source "
+            "equal to self gets half its gradient), and does not conjugate prod's "
+            "derivative for complex inputs (finite differences agree with dualgen's: "
+            "dualgen validate)",
+            _index_reduce_native_wrong,
+        )
+        for kernel in ("index_reduce", "index_reduce_")
+    },
     **{
         (kernel, "jvp"): OnCases(
             "in eval mode native's forward formula takes the running statistics "

@@ -9,6 +9,8 @@ against an oracle written out here.
   tangent under torch.func and central differences.
 - `torch._masked_softmax` (the fused attention paths' softmax): against central
   differences and the softmax of the input with masked entries at -inf.
+- `Tensor.index_reduce` (mean, prod with zeros, amax/amin with ties): against
+  central differences, and ties against the share torch's backward gives them.
 """
 
 from __future__ import annotations
@@ -125,3 +127,58 @@ def test_masked_softmax_tangent(backend, shape, mask_shape, dim, mask_type):
         (t,),
     )
     torch.testing.assert_close(tangent, expected)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["mean", "prod", "amax", "amin"])
+def test_index_reduce_tangent(backend, reduce, include_self):
+    g = torch.Generator(DEVICE).manual_seed(6)
+    index = torch.tensor([0, 2, 2, 4, 2], device=DEVICE)
+    x = torch.randn(6, 3, generator=g, **F64)
+    source = torch.randn(5, 3, generator=g, **F64)
+    if reduce == "prod":
+        source[1, 0] = 0.0  # place 2's only zero, column 0
+        source[3, 1] = 0.0  # place 4's only source
+    tx, ts = (
+        torch.randn(6, 3, generator=g, **F64),
+        torch.randn(5, 3, generator=g, **F64),
+    )
+
+    def f(a, b):
+        return a.index_reduce(0, index, b, reduce, include_self=include_self)
+
+    with fwAD.dual_level():
+        out = f(fwAD.make_dual(x, tx), fwAD.make_dual(source, ts))
+        tangent = fwAD.unpack_dual(out).tangent
+    h = 1e-6
+    expected = (f(x + h * tx, source + h * ts) - f(x - h * tx, source - h * ts)) / (
+        2 * h
+    )
+    torch.testing.assert_close(tangent, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_index_reduce_ties_share_as_torchs_backward(backend):
+    """Where several elements attain the maximum, the tangent is their mean: the
+    transpose of torch's backward, which shares the gradient evenly."""
+    x = torch.tensor([[1.0], [3.0]], **F64)
+    source = torch.tensor([[3.0], [3.0], [2.0]], **F64)
+    index = torch.tensor([1, 1, 0], device=DEVICE)
+    tx = torch.tensor([[0.5], [1.0]], **F64)
+    ts = torch.tensor([[2.0], [4.0], [8.0]], **F64)
+    with fwAD.dual_level():
+        out = fwAD.make_dual(x, tx).index_reduce(
+            0, index, fwAD.make_dual(source, ts), "amax"
+        )
+        tangent = fwAD.unpack_dual(out).tangent
+    leaves = (x.clone().requires_grad_(), source.clone().requires_grad_())
+    out = leaves[0].index_reduce(0, index, leaves[1], "amax")
+    jacobian_t = [
+        torch.autograd.grad(out[i, 0], leaves, retain_graph=True) for i in range(2)
+    ]
+    expected = torch.stack(
+        [(gx * tx).sum() + (gs * ts).sum() for gx, gs in jacobian_t]
+    ).reshape(2, 1)
+    torch.testing.assert_close(tangent, expected)
+    torch.testing.assert_close(
+        tangent, torch.tensor([[8.0], [(1.0 + 2.0 + 4.0) / 3]], **F64)
+    )
