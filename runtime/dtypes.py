@@ -72,15 +72,22 @@ def _as_meta(value):
 
 
 def _zero_filled(tangent, primal):
-    """A meta stand-in for each absent tangent: a zero of its primal's dtype,
-    in new contiguous memory, as native's zero tangents. Integer and bool
+    """A meta stand-in for each absent tangent: a ZeroTensor of its primal's
+    dtype, as native's zero tangents (`_efficientzerotensor`): its terms set the
+    dtype by promotion but not the layout (`x * y` of a dual vector and a
+    transposed matrix without tangent keeps the float64 of the vector's tangent,
+    laid out as the product, whatever the order of the terms). Integer and bool
     tensors get theirs too, as in native (`x * mask` with a float32 tangent
     of a float64 x is float64, from `other_t * self_p`)."""
     if isinstance(tangent, list) or isinstance(primal, (list, tuple)):
         tangents = tangent or [None] * len(primal)
         return [_zero_filled(t, p) for t, p in zip(tangents, primal)]
     if tangent is None and isinstance(primal, torch.Tensor):
-        return torch.empty(primal.shape, dtype=primal.dtype, device="meta")
+        # A ZeroTensor, as native's: a term of it is a ZeroTensor, and a sum with
+        # one takes the other term's layout (in the promoted dtype).
+        return torch._efficientzerotensor(
+            primal.shape, dtype=primal.dtype, device="meta"
+        )
     if tangent is None and type(primal) in (int, float, complex):
         # A number where the schema has a tensor: native wraps it, and its zero
         # tangent promotes as a number does (`x + 0.5` keeps x's tangent dtype,

@@ -367,6 +367,19 @@ REGRESSIONS = {
         """,
         all_dtypes=True,
     ),
+    # A float32 vector with a float64 tangent times a transposed float32 matrix
+    # without one: native's formula `other_t * self_p + self_t * other_p` has a
+    # ZeroTensor first term, so the sum is laid out as the second (as the output)
+    # and stays float64; dualgen's meta model of the zero term, contiguous memory,
+    # laid the sum out otherwise and copied it into float32.
+    "zero_term_first_in_a_sum_of_terms_laid_out_by_the_other": Regression(
+        f"""
+        x0 = fwAD.make_dual(torch.tensor([0.0, 0.0], {F32}), torch.tensor([0.0, 0.0], {F64}))
+        x1 = torch.tensor([[0.0, 0.0], [0.0, 0.0]], {F32}).transpose(0, 1)
+        x10 = x0 * x1
+        """,
+        all_dtypes=True,
+    ),
     # A real tangent of a complex vector through dot (matmul): dot takes one
     # dtype, so its formula raised; the tangent is t + 0i there.
     "real_tangent_of_a_complex_vector_through_dot": Regression(f"""
