@@ -3408,6 +3408,17 @@ def bce_logits_pos_weight_derivative(self, target, weight):
     return d if weight is None else d * weight
 
 
+def nll_targets(target, ignore_index):
+    """[the samples not ignored (bool), the targets with the ignored ones read as class
+    0 (so they index safely)].
+
+    C++:
+    nll_targets(Tensor target, int ignore_index) -> Tensor[]
+    """
+    valid = target != ignore_index
+    return [valid, torch.where(valid, target, 0)]
+
+
 def nll_picked(values, target, ignore_index):
     """values[i, target_i] over the class dimension (1, or 0 for one sample), 0 where
     target_i is ignore_index.
@@ -3418,8 +3429,7 @@ def nll_picked(values, target, ignore_index):
     classes = 0
     if values.dim() >= 2:
         classes = 1
-    valid = target != ignore_index
-    safe = torch.where(valid, target, 0)
+    valid, safe = nll_targets(target, ignore_index)
     picked = values.gather(classes, safe.unsqueeze(classes)).squeeze(classes)
     return torch.where(valid, picked, 0.0)
 
@@ -3430,8 +3440,7 @@ def nll_class_weights(weight, target, ignore_index):
     C++:
     nll_class_weights(Tensor weight, Tensor target, int ignore_index) -> Tensor
     """
-    valid = target != ignore_index
-    safe = torch.where(valid, target, 0)
+    valid, safe = nll_targets(target, ignore_index)
     return torch.where(
         valid, weight.index_select(0, safe.reshape([-1])).reshape(safe.shape), 0.0
     )
@@ -3444,8 +3453,7 @@ def nll_per_class(coefficients, target, weight, ignore_index):
     C++:
     nll_per_class(Tensor coefficients, Tensor target, Tensor weight, int ignore_index) -> Tensor
     """
-    valid = target != ignore_index
-    safe = torch.where(valid, target, 0)
+    valid, safe = nll_targets(target, ignore_index)
     c = torch.where(valid, coefficients.expand(target.shape), 0.0)
     return torch.zeros_like(weight).index_add(
         0, safe.reshape([-1]), c.reshape([-1]).to(weight.dtype)

@@ -1047,6 +1047,7 @@ at::Tensor nll_picked(
     const at::Tensor& values,
     const at::Tensor& target,
     int64_t ignore_index);
+TensorList nll_targets(const at::Tensor& target, int64_t ignore_index);
 at::Tensor no_derivative(
     c10::string_view op,
     c10::string_view argument,

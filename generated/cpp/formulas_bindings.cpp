@@ -542,6 +542,9 @@ void bind_formulas(pybind11::module_& m) {
   m.def("bce_logits_pos_weight_derivative", [](const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& weight) {
     return bce_logits_pos_weight_derivative(binding::tensor(self), binding::tensor(target), binding::tensor(weight));
   }, py::arg("self"), py::arg("target"), py::arg("weight"));
+  m.def("nll_targets", [](const std::optional<at::Tensor>& target, int64_t ignore_index) {
+    return nll_targets(binding::tensor(target), ignore_index);
+  }, py::arg("target"), py::arg("ignore_index"));
   m.def("nll_picked", [](const std::optional<at::Tensor>& values, const std::optional<at::Tensor>& target, int64_t ignore_index) {
     return nll_picked(binding::tensor(values), binding::tensor(target), ignore_index);
   }, py::arg("values"), py::arg("target"), py::arg("ignore_index"));

@@ -335,6 +335,12 @@ at::Tensor bce_logits_pos_weight_derivative(
   return !present(weight) ? d : d * weight;
 }
 
+// nll_targets(Tensor target, int ignore_index) -> Tensor[]
+TensorList nll_targets(const at::Tensor& target, int64_t ignore_index) {
+  at::Tensor valid = target != ignore_index;
+  return TensorList{valid, at::where(valid, target, 0)};
+}
+
 // nll_picked(Tensor values, Tensor target, int ignore_index) -> Tensor
 at::Tensor nll_picked(
     const at::Tensor& values,
@@ -344,8 +350,11 @@ at::Tensor nll_picked(
   if (values.dim() >= 2) {
     classes = 1;
   }
-  at::Tensor valid = target != ignore_index;
-  at::Tensor safe = at::where(valid, target, 0);
+  TensorList unpacked1 = nll_targets(target, ignore_index);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor valid = unpacked1[0];
+  at::Tensor safe = unpacked1[1];
   at::Tensor picked = values.gather(classes, safe.unsqueeze(classes)).squeeze(classes);
   return at::where(valid, picked, 0.0);
 }
@@ -355,8 +364,11 @@ at::Tensor nll_class_weights(
     const at::Tensor& weight,
     const at::Tensor& target,
     int64_t ignore_index) {
-  at::Tensor valid = target != ignore_index;
-  at::Tensor safe = at::where(valid, target, 0);
+  TensorList unpacked1 = nll_targets(target, ignore_index);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor valid = unpacked1[0];
+  at::Tensor safe = unpacked1[1];
   return at::where(valid, weight.index_select(0, safe.reshape(std::vector<int64_t>{-1})).reshape(safe.sizes()), 0.0);
 }
 
@@ -366,8 +378,11 @@ at::Tensor nll_per_class(
     const at::Tensor& target,
     const at::Tensor& weight,
     int64_t ignore_index) {
-  at::Tensor valid = target != ignore_index;
-  at::Tensor safe = at::where(valid, target, 0);
+  TensorList unpacked1 = nll_targets(target, ignore_index);
+  TORCH_CHECK_VALUE(unpacked1.size() >= 2, "not enough values to unpack (expected 2, got ", unpacked1.size(), ")");
+  TORCH_CHECK_VALUE(unpacked1.size() <= 2, "too many values to unpack (expected 2)");
+  at::Tensor valid = unpacked1[0];
+  at::Tensor safe = unpacked1[1];
   at::Tensor c = at::where(valid, coefficients.expand(target.sizes()), 0.0);
   return at::zeros_like(weight).index_add(0, safe.reshape(std::vector<int64_t>{-1}), c.reshape(std::vector<int64_t>{-1}).to(weight.scalar_type()));
 }
