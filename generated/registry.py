@@ -8250,21 +8250,23 @@ KERNELS[aten.linalg_cholesky_ex.default] = KernelInfo(
 )
 
 
-KERNELS[aten.cholesky.default] = KernelInfo(
-    name="cholesky",
-    kind="functional",
-    jvp=jvp.cholesky_default,
-    vjp_kernel="cholesky_default",
-    arguments=("self", "upper"),
-    outputs=("result",),
-    differentiable_inputs=("self",),
-    differentiable_outputs=("result",),
-    needs_original_self=False,
-    jvp_uses_outputs=True,
-    element_wise_jvp=False,
-    derived_from=None,
-    cpp_kernel="aten::cholesky.default",
-)
+# torch_releases: "<2.14" (derivatives.yaml): where torch has it
+if has_overload("cholesky", "default"):
+    KERNELS[aten.cholesky.default] = KernelInfo(
+        name="cholesky",
+        kind="functional",
+        jvp=jvp.cholesky_default,
+        vjp_kernel="cholesky_default",
+        arguments=("self", "upper"),
+        outputs=("result",),
+        differentiable_inputs=("self",),
+        differentiable_outputs=("result",),
+        needs_original_self=False,
+        jvp_uses_outputs=True,
+        element_wise_jvp=False,
+        derived_from=None,
+        cpp_kernel="aten::cholesky.default",
+    )
 
 
 KERNELS[aten.cholesky_solve.default] = KernelInfo(

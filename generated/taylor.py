@@ -1028,7 +1028,8 @@ TAYLOR[aten.triangular_solve.default] = ByFormula()
 TAYLOR[aten.linalg_cholesky_ex.default] = ByFormula()
 
 # cholesky: result: cholesky_tangent(self_t, result, upper)
-TAYLOR[aten.cholesky.default] = ByFormula()
+if has_overload("cholesky", "default"):
+    TAYLOR[aten.cholesky.default] = ByFormula()
 
 # cholesky_solve: result: cholesky_solve_tangent(self_t, input2_t, input2_p, result, upper)
 TAYLOR[aten.cholesky_solve.default] = ByFormula()
