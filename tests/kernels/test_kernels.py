@@ -104,6 +104,8 @@ _NATIVE_REFUSALS = (
     (RuntimeError, "cannot resize variables"),  # resize_ of a dual or of a leaf
     # a loss's weight or target: native's autograd refuses what dualgen differentiates
     (RuntimeError, "is not differentiable with respect to argument"),
+    # _masked_softmax's backward refuses the masks of mask types 0 and 1
+    (RuntimeError, "Mask shape should match grad shape"),
 )
 
 

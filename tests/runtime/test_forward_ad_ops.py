@@ -287,15 +287,10 @@ MISSING_RULES = {
         "aten::segment_reduce",
         lambda d: torch.segment_reduce(d, "sum", lengths=torch.tensor([2, 2])),
     ),
-    "pdist_backward": (
-        aten._pdist_backward.default,
-        "aten::_pdist_backward",
-        lambda d: aten._pdist_backward(
-            torch.ones(1, dtype=d.dtype),
-            d.reshape(2, 2),
-            2.0,
-            torch.ones(1, dtype=d.dtype),
-        ),
+    "standard_gamma_grad": (
+        aten._standard_gamma_grad.default,
+        "aten::_standard_gamma_grad",
+        lambda d: aten._standard_gamma_grad(d.abs() + 1, d.abs() + 1),
     ),
 }
 

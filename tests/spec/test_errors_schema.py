@@ -323,12 +323,16 @@ KEY_CASES = [
     (
         "convention_unknown",
         entry(SIN, "convention: straight_through", "self: grad", "result: self_t"),
-        ["spec.yaml:2: error: sin: convention must be one of: straight-through"],
+        [
+            "spec.yaml:2: error: sin: convention must be one of: straight-through, implicit-reparameterization"
+        ],
     ),
     (
         "convention_not_a_word",
         entry(SIN, "convention: [straight-through]", "self: grad", "result: self_t"),
-        ["spec.yaml:2: error: sin: convention must be one of: straight-through"],
+        [
+            "spec.yaml:2: error: sin: convention must be one of: straight-through, implicit-reparameterization"
+        ],
     ),
     (
         "non_differentiable_non_tensor",
