@@ -23,9 +23,6 @@ LABELS = {
     "backprop": "backprop",
 }
 DUALGEN_METHODS = ("dualgen", "dualgen-python")
-# The forward modes compute the same tangent; float32 sums of millions of terms
-# in another order differ by more than float32's epsilon.
-AGREEMENT = 1e-3
 # Peaks within this count as equal: the resident size moves by a few pages with
 # the interpreter's own allocations (the table's precision).
 NOISE_MIB = 0.1
@@ -152,7 +149,8 @@ def disagreements(records: list[dict]) -> set[tuple[str, str]]:
             record = cells.get((workload, method))
             if _ok(record):
                 scale = max(abs(reference["check"]), 1e-12)
-                if abs(record["check"] - reference["check"]) > AGREEMENT * scale:
+                agreement = WORKLOADS[workload].agreement
+                if abs(record["check"] - reference["check"]) > agreement * scale:
                     wrong.add((workload, method))
     return wrong
 

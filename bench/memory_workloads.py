@@ -49,6 +49,10 @@ class Workload:
     build: Callable[[str], Run]  # method -> its run, inputs made
     # Runs a fused kernel native forward AD has no rule for: native-math applies.
     fused: bool = False
+    # How far a forward mode's check may stray from the reference's (relative):
+    # the forward modes compute the same tangent, but float32 sums of millions of
+    # terms in another order differ by more than float32's epsilon.
+    agreement: float = 1e-3
 
     def methods(self) -> tuple[str, ...]:
         return tuple(m for m in METHODS if m != "native-math" or self.fused)
@@ -311,6 +315,12 @@ WORKLOADS = {
             "forward gradient against backprop",
             build_training_step,
             fused=True,
+            # The check is a directional derivative of a float32 loss, a sum of
+            # terms that cancel to a few hundredths of their size: float32 in
+            # another order moves it by a few tenths of a percent. In float64
+            # dualgen and native (math attention) agree to 1e-15
+            # (tests/models/test_forward_gradient_step.py).
+            agreement=1e-2,
         ),
     )
 }
