@@ -118,6 +118,15 @@ class _Unpacked(NamedTuple):
     tangent: torch.Tensor | None
 
 
+def _same_view(t: torch.Tensor) -> torch.Tensor:
+    """A view of t with its sizes, strides and offset, as native's make_dual and
+    unpack_dual's primal are. (`view_as` may restride a dimension of size one,
+    which changes the memory order of later results, TensorIterator ordering by
+    strides, so a read through explicit strides, `as_strided_`, saw other
+    elements than under forward AD.)"""
+    return t.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
 class _PerturbedAD:
     """Stands in for `fwAD` in a plain run: `make_dual(p, t)` is p + s t in p's
     layout (p itself, as a view, when s is 0), and nothing has a tangent."""
@@ -130,7 +139,7 @@ class _PerturbedAD:
 
     def make_dual(self, primal: torch.Tensor, tangent: torch.Tensor) -> torch.Tensor:
         if self.s == 0:
-            return primal.view_as(primal)
+            return _same_view(primal)
         if tangent.is_complex() and not primal.is_complex():
             raise FiniteDifferenceUnavailable("complex tangent of a real primal")
         # Widened first: s * t in a half-precision tangent's dtype would round.
@@ -138,7 +147,7 @@ class _PerturbedAD:
         return laid_out_like(primal, primal + self.s * tangent.to(wide))
 
     def unpack_dual(self, t: torch.Tensor) -> _Unpacked:
-        return _Unpacked(t.view_as(t), None)
+        return _Unpacked(_same_view(t), None)
 
 
 class _Float64Torch:

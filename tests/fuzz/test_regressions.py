@@ -387,6 +387,18 @@ REGRESSIONS = {
         x1 = x0.conj_physical()
         x4 = x1 @ x1
         """),
+    # The fuzzer's own reference was wrong: its plain stand-in for make_dual
+    # (view_as) restrided x0's dimension of size one, so x3 * 2.0 came out in
+    # another memory order, and as_strided_ with explicit strides read other
+    # values than native and dualgen (which agree).
+    "as_strided_through_a_result_ordered_by_a_size_one_stride": Regression(f"""
+        x0 = fwAD.make_dual(torch.tensor([[[0.0, 0.0], [0.125, 0.0]]], {F64}).transpose(0, 1), torch.tensor([[[0.0, 0.0]], [[0.0, 0.0]]], {F64}))
+        x3 = x0.expand(2, *x0.shape)
+        x3.transpose_(0, 1)
+        x4 = x3 * 2.0
+        x5 = x4.expand(2, *x4.shape)
+        x5.as_strided_((1, 1, 2, 1, 1), (0, 2, 4, 8, 1))
+        """),
 }
 
 
