@@ -121,6 +121,7 @@ __all__ = [
     "nll_loss_weight_grad",
     "nll_loss_weight_tangent",
     "norm_affine_tangent",
+    "ormqr_tangent",
     "pdist_condense",
     "pdist_square",
     "pinv_tangent",
@@ -128,6 +129,7 @@ __all__ = [
     "polar_tangents",
     "prod_tangent",
     "reduced_numel",
+    "reflectors_square",
     "renorm_tangent",
     "scan_tangent",
     "scatter_reduce_tangent",
@@ -3054,6 +3056,32 @@ def matrix_exp_differential(A, E, adjoint):
     bottom = torch.cat([torch.zeros_like(M), M], -1)
     n = M.shape[-1]
     return torch.linalg.matrix_exp(torch.cat([top, bottom], -2))[..., :n, n:]
+
+
+def reflectors_square(input):
+    """The reflector columns of input (m x k, geqrf's and ormqr's layout) padded with
+    zero columns to m x m, so that householder_product of them (with tau) is the
+    whole m x m Q = H_1 ... H_k that ormqr applies.
+
+    C++:
+    reflectors_square(Tensor input) -> Tensor
+    """
+    return torch.constant_pad_nd(input, [0, input.size(-2) - input.size(-1)])
+
+
+def ormqr_tangent(q_t, other_t, input, tau, other, left, transpose):
+    """Tangent of ormqr, op(Q) C (`left`) or C op(Q), Q = H_1 ... H_k the m x m product
+    of input's reflectors and tau, op the conjugate transpose when `transpose`:
+    op(dQ) C + op(Q) C_t, given dQ (`householder_product_tangent` of the
+    reflectors padded by `reflectors_square`).
+
+    C++:
+    ormqr_tangent(Tensor q_t, Tensor other_t, Tensor input, Tensor tau, Tensor other, bool left, bool transpose) -> Tensor
+    """
+    dq = q_t.mH if transpose else q_t
+    return side_matmul(dq, other, left) + torch.ormqr(
+        input, tau, other_t, left, transpose
+    )
 
 
 def group_shape(t, group):

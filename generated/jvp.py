@@ -108,6 +108,7 @@ from dualgen.formulas import (
     nll_loss_weight_tangent,
     norm_affine_tangent,
     norm_backward_tangent,
+    ormqr_tangent,
     pdist_square,
     pinv_tangent,
     polar_tangents,
@@ -115,6 +116,7 @@ from dualgen.formulas import (
     pow_self_derivative,
     prod_tangent,
     qr_tangents,
+    reflectors_square,
     renorm_tangent,
     resize_tangent,
     scale,
@@ -7929,6 +7931,115 @@ def linalg_matrix_exp_default(self_p, self_t, result):
     # result: matrix_exp_differential(self_p, self_t, False)
     if self_t is not None:
         return matrix_exp_differential(self_p, self_t, False)
+    else:
+        return None
+
+
+def ormqr_default(
+    self_p, input2_p, input3_p, left, transpose, self_t, input2_t, input3_t, result
+):
+    """aten::ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor"""
+    # functional, derivatives.yaml entry ormqr
+    # result: ormqr_tangent(householder_product_tangent(reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose)
+    if self_t is not None and input2_t is not None and input3_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p
+            ),
+            input3_t,
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif self_t is not None and input2_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p
+            ),
+            torch.zeros_like(input3_p),
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif self_t is not None and input3_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(self_t),
+                torch.zeros_like(input2_p),
+                reflectors_square(self_p),
+                input2_p,
+            ),
+            input3_t,
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif input2_t is not None and input3_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(torch.zeros_like(self_p)),
+                input2_t,
+                reflectors_square(self_p),
+                input2_p,
+            ),
+            input3_t,
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif self_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(self_t),
+                torch.zeros_like(input2_p),
+                reflectors_square(self_p),
+                input2_p,
+            ),
+            torch.zeros_like(input3_p),
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif input2_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(torch.zeros_like(self_p)),
+                input2_t,
+                reflectors_square(self_p),
+                input2_p,
+            ),
+            torch.zeros_like(input3_p),
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
+    elif input3_t is not None:
+        return ormqr_tangent(
+            householder_product_tangent(
+                reflectors_square(torch.zeros_like(self_p)),
+                torch.zeros_like(input2_p),
+                reflectors_square(self_p),
+                input2_p,
+            ),
+            input3_t,
+            self_p,
+            input2_p,
+            input3_p,
+            left,
+            transpose,
+        )
     else:
         return None
 

@@ -8405,6 +8405,23 @@ KERNELS[aten.linalg_matrix_exp.default] = KernelInfo(
 )
 
 
+KERNELS[aten.ormqr.default] = KernelInfo(
+    name="ormqr",
+    kind="functional",
+    jvp=jvp.ormqr_default,
+    vjp_kernel="ormqr_default",
+    arguments=("self", "input2", "input3", "left", "transpose"),
+    outputs=("result",),
+    differentiable_inputs=("self", "input2", "input3"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::ormqr.default",
+)
+
+
 KERNELS[aten.linalg_householder_product.default] = KernelInfo(
     name="linalg_householder_product",
     kind="functional",

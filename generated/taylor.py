@@ -1059,6 +1059,9 @@ TAYLOR[aten.linalg_cross.default] = Multilinear(("self", "other"))
 # linalg_matrix_exp: result: matrix_exp_differential(self_p, self_t, False)
 TAYLOR[aten.linalg_matrix_exp.default] = ByFormula()
 
+# ormqr: result: ormqr_tangent(householder_product_tangent(reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose)
+TAYLOR[aten.ormqr.default] = ByFormula()
+
 # linalg_householder_product: result: householder_product_tangent(input_t, tau_t, input_p, tau_p)
 TAYLOR[aten.linalg_householder_product.default] = ByFormula()
 

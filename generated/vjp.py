@@ -103,6 +103,7 @@ from dualgen.formulas import (
     nll_backward_weight_grad,
     nll_loss_weight_grad,
     norm_backward_grads,
+    ormqr_grads,
     pdist_condense,
     pdist_square,
     pinv_grad,
@@ -4951,6 +4952,16 @@ def linalg_matrix_exp_default(grad, self, result):
     # self: matrix_exp_differential(self, grad, True)
     self_grad = matrix_exp_differential(self, grad, True)
     return (self_grad,)
+
+
+def ormqr_default(grad, self, input2, input3, left, transpose, result):
+    """aten::ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor"""
+    # functional, derivatives.yaml entry ormqr
+    # self, input2, input3: ormqr_grads(grad, self, input2, input3, left, transpose)
+    self_grad, input2_grad, input3_grad = ormqr_grads(
+        grad, self, input2, input3, left, transpose
+    )
+    return (self_grad, input2_grad, input3_grad)
 
 
 def linalg_householder_product_default(grad, input, tau, result):

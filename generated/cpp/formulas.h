@@ -1075,6 +1075,14 @@ at::Tensor normalized_tangent(
     at::IntArrayRef dims);
 at::Tensor offdiag(const at::Tensor& x);
 at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like);
+at::Tensor ormqr_tangent(
+    const at::Tensor& q_t,
+    const at::Tensor& other_t,
+    const at::Tensor& input,
+    const at::Tensor& tau,
+    const at::Tensor& other,
+    bool left,
+    bool transpose);
 at::Tensor packed_sequence(const at::Tensor& t, int64_t start, int64_t length);
 at::Tensor pdist_condense(const at::Tensor& m);
 at::Tensor pdist_square(const at::Tensor& t, int64_t n);
@@ -1131,6 +1139,7 @@ std::vector<int64_t> reduce_dims(at::OptionalIntArrayRef dim, const at::Tensor& 
 int64_t reduced_numel(const at::Tensor& like, at::OptionalIntArrayRef dim);
 std::vector<int64_t> reduction_dims(std::optional<int64_t> dim, int64_t ndim);
 std::vector<int64_t> reduction_dims(at::OptionalIntArrayRef dim, int64_t ndim);
+at::Tensor reflectors_square(const at::Tensor& input);
 bool refuse_dropout(double dropout_p, c10::string_view op);
 std::vector<int64_t> renorm_dims(int64_t dim, int64_t ndim);
 TensorList renorm_factor(

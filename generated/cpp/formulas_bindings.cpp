@@ -476,6 +476,12 @@ void bind_formulas(pybind11::module_& m) {
   m.def("matrix_exp_differential", [](const std::optional<at::Tensor>& A, const std::optional<at::Tensor>& E, bool adjoint) {
     return matrix_exp_differential(binding::tensor(A), binding::tensor(E), adjoint);
   }, py::arg("A"), py::arg("E"), py::arg("adjoint"));
+  m.def("reflectors_square", [](const std::optional<at::Tensor>& input) {
+    return reflectors_square(binding::tensor(input));
+  }, py::arg("input"));
+  m.def("ormqr_tangent", [](const std::optional<at::Tensor>& q_t, const std::optional<at::Tensor>& other_t, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& tau, const std::optional<at::Tensor>& other, bool left, bool transpose) {
+    return ormqr_tangent(binding::tensor(q_t), binding::tensor(other_t), binding::tensor(input), binding::tensor(tau), binding::tensor(other), left, transpose);
+  }, py::arg("q_t"), py::arg("other_t"), py::arg("input"), py::arg("tau"), py::arg("other"), py::arg("left"), py::arg("transpose"));
   m.def("group_shape", [](const std::optional<at::Tensor>& t, int64_t group) {
     return group_shape(binding::tensor(t), group);
   }, py::arg("t"), py::arg("group"));

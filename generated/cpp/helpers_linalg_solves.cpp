@@ -293,4 +293,22 @@ at::Tensor matrix_exp_differential(
   return at::linalg_matrix_exp(at::cat(TensorList{top, bottom}, -2)).index({at::indexing::Ellipsis, at::indexing::Slice(std::nullopt, n), at::indexing::Slice(n)});
 }
 
+// reflectors_square(Tensor input) -> Tensor
+at::Tensor reflectors_square(const at::Tensor& input) {
+  return at::constant_pad_nd(input, std::vector<int64_t>{0, input.size(-2) - input.size(-1)});
+}
+
+// ormqr_tangent(Tensor q_t, Tensor other_t, Tensor input, Tensor tau, Tensor other, bool left, bool transpose) -> Tensor
+at::Tensor ormqr_tangent(
+    const at::Tensor& q_t,
+    const at::Tensor& other_t,
+    const at::Tensor& input,
+    const at::Tensor& tau,
+    const at::Tensor& other,
+    bool left,
+    bool transpose) {
+  at::Tensor dq = transpose ? q_t.mH() : q_t;
+  return side_matmul(dq, other, left) + at::ormqr(input, tau, other_t, left, transpose);
+}
+
 }  // namespace dualgen::formulas

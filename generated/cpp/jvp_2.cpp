@@ -393,6 +393,37 @@ Results kthvalue_default(const Values& args, const Values& tangents, const Value
   return {dualgen::value(values_t), dualgen::value(None)};
 }
 
+// aten::ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor
+// functional, derivatives.yaml entry ormqr
+Results ormqr_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor input2_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor input3_p = unpack<at::Tensor>(args[2]);
+  const bool left = unpack<bool>(args[3]);
+  const bool transpose = unpack<bool>(args[4]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor input2_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor input3_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: ormqr_tangent(householder_product_tangent(reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose)
+  if (present(self_t) && present(input2_t) && present(input3_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(self_t) && present(input2_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(self_t), input2_t, reflectors_square(self_p), input2_p), at::zeros_like(input3_p), self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(self_t) && present(input3_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(self_t), at::zeros_like(input2_p), reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(input2_t) && present(input3_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(at::zeros_like(self_p)), input2_t, reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(self_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(self_t), at::zeros_like(input2_p), reflectors_square(self_p), input2_p), at::zeros_like(input3_p), self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(input2_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(at::zeros_like(self_p)), input2_t, reflectors_square(self_p), input2_p), at::zeros_like(input3_p), self_p, input2_p, input3_p, left, transpose))};
+  } else if (present(input3_t)) {
+    return {dualgen::value(ormqr_tangent(householder_product_tangent(reflectors_square(at::zeros_like(self_p)), at::zeros_like(input2_p), reflectors_square(self_p), input2_p), input3_t, self_p, input2_p, input3_p, left, transpose))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor
 // functional, derivatives.yaml entry linalg_lu_solve
 Results linalg_lu_solve_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -753,6 +784,7 @@ void register_shard_2(Registry& registry) {
   registry.add("aten::resize_.default", &resize__default);
   registry.add("aten::sort.default", &sort_default);
   registry.add("aten::kthvalue.default", &kthvalue_default);
+  registry.add("aten::ormqr.default", &ormqr_default);
   registry.add("aten::linalg_lu_solve.default", &linalg_lu_solve_default);
   registry.add("aten::mish_backward.default", &mish_backward_default);
   registry.add("aten::_native_batch_norm_legit.default", &_native_batch_norm_legit_default);

@@ -16,6 +16,7 @@ from dualgen.generated.helpers import (
     is_vector_rhs,
     lu_nonsingular,
     lu_unpack_tangents,
+    reflectors_square,
     triangular_part,
     unbroadcast,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "lu_factor_grad",
     "lu_grad",
     "lu_solve_grads",
+    "ormqr_grads",
     "slogdet_grad",
     "solve_triangular_grads",
     "triangular_solve_grads",
@@ -259,3 +261,20 @@ def householder_product_grads(grad, input, tau):
     else:
         g_tau = torch.zeros_like(tau, dtype=grad.dtype)
     return as_real_like(g_input, input), as_real_like(g_tau, tau)
+
+
+def ormqr_grads(grad, input, tau, other, left: bool, transpose: bool):
+    """Gradients (input, tau, other) of ormqr, the adjoint of `ormqr_tangent`:
+    other's is op(Q)^H G (ormqr with `transpose` flipped); Q's (the whole m x m
+    product) is G C^H, C G^H, C^H G or G^H C as Q stands left or right, plain or
+    transposed, taken to the reflectors and tau by `householder_product_grads`
+    and cut to input's k columns."""
+    if left:
+        grad_q = other.matmul(grad.mH) if transpose else grad.matmul(other.mH)
+    else:
+        grad_q = grad.mH.matmul(other) if transpose else other.mH.matmul(grad)
+    grad_input, grad_tau = householder_product_grads(
+        grad_q, reflectors_square(input), tau
+    )
+    grad_other = torch.ormqr(input, tau, grad, left, not transpose)
+    return grad_input[..., : input.shape[-1]], grad_tau, grad_other

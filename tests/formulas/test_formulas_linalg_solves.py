@@ -371,6 +371,57 @@ def test_householder_product_tangent_and_grads(shape, k, dtype):
             close(got, expected)
 
 
+def test_reflectors_square_gives_the_whole_householder_product():
+    A = torch.randn(5, 3, dtype=C)
+    tau = torch.randn(3, dtype=C)
+    square = F.reflectors_square(A)
+    assert square.shape == (5, 5)
+    Q = torch.linalg.householder_product(square, tau)
+    close(Q[:, :3], torch.linalg.householder_product(A, tau))
+    close(Q @ torch.eye(5, dtype=C), torch.ormqr(A, tau, torch.eye(5, dtype=C)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape, k, other, left, transpose",
+    [
+        ((4, 3), 3, (4, 2), True, False),
+        ((4, 3), 3, (4, 2), True, True),
+        ((4, 2), 2, (3, 4), False, False),
+        ((4, 2), 2, (3, 4), False, True),
+        ((2, 3, 3), 3, (2, 3, 2), True, True),
+    ],
+)
+def test_ormqr_tangent_and_grads(shape, k, other, left, transpose, dtype):
+    # Against ormqr written out: op(Q) C or C op(Q) with Q the whole product of
+    # the reflectors (householder_product of them padded to m columns).
+    A = torch.randn(shape, dtype=dtype)
+    tau = torch.randn(*shape[:-2], k, dtype=dtype)
+    B = torch.randn(other, dtype=dtype)
+
+    def written_out(a, t, b):
+        m = a.shape[-2]
+        full = torch.cat([a, a.new_zeros(*a.shape[:-1], m - a.shape[-1])], -1)
+        q = torch.linalg.householder_product(full, t)
+        q = q.mH if transpose else q
+        return q @ b if left else b @ q
+
+    def f(a, t, b):
+        return torch.ormqr(a, t, b, left, transpose)
+
+    close(f(A, tau, B), written_out(A, tau, B))
+    At, taut, Bt = torch.randn_like(A), torch.randn_like(tau), torch.randn_like(B)
+    q_t = F.householder_product_tangent(
+        F.reflectors_square(At), taut, F.reflectors_square(A), tau
+    )
+    tangent = F.ormqr_tangent(q_t, Bt, A, tau, B, left, transpose)
+    close(tangent, jvp(written_out, [A, tau, B], [At, taut, Bt]))
+    g = torch.randn_like(tangent)
+    grads = F.ormqr_grads(g, A, tau, B, left, transpose)
+    for got, expected in zip(grads, vjp(written_out, [A, tau, B], g)):
+        close(got, expected)
+
+
 @pytest.mark.parametrize("contiguous", [True, False])
 @pytest.mark.parametrize("dtype", [R, C])
 def test_det_lu_tangent_and_grad_match_lu_factor(contiguous, dtype):

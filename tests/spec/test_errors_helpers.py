@@ -41,6 +41,13 @@ CASES = [
         "helpers/extra.yaml:4: error: first: no C++ twin (first(Tensor t) -> Tensor): line 1: `t[t > 0]`: an index of ints only",
     ),
     (
+        # dualgen.formulas' hand-written helpers import the generated ones: the
+        # generated Python could not import this back (its C++ twin would hide it).
+        "a_call_to_a_hand_written_helper",
+        "- helper: q_tangent(Tensor a_t, Tensor t_t, Tensor a, Tensor t) -> Tensor\n  doc: d\n  body: |\n    q = a * 2\n    return householder_product_tangent(a_t, t_t, q, t)\n",
+        "helpers/extra.yaml:5: error: q_tangent: 'householder_product_tangent' is a hand-written helper (dualgen.formulas): a helper in helpers/ calls torch, other helpers of helpers/ and dualgen.helper_basics only; write it here, or call it from the spec's formula",
+    ),
+    (
         "a_helper_defined_twice",
         GOOD + GOOD,
         "helpers/extra.yaml:5: error: helper doubled is defined twice (first at line 1)",

@@ -160,14 +160,41 @@ def check_bodies(helpers: tuple[Helper, ...]) -> None:
     """Each body's statements are of the four kinds and its expressions are
     formulas over its parameters and locals; raise SpecErrors."""
     sink = ErrorSink()
+    callable_names = {h.name for h in helpers} | set(_basics_names())
     for helper in helpers:
         try:
             _check_block(helper.body, set(helper.parameters), helper)
+            _check_one_way(helper, callable_names)
         except _BodyError as exc:
             line = helper.body_line + exc.line - 1
             sink.report(exc.message, Location(helper.location.path, line), helper.name)
     if sink:
         raise SpecErrors(sink.sorted())
+
+
+def _basics_names() -> list[str]:
+    import dualgen.helper_basics
+
+    return dualgen.helper_basics.__all__
+
+
+def _check_one_way(helper: Helper, callable_names: set[str]) -> None:
+    """A body calls torch, other one-source helpers and dualgen.helper_basics
+    only: the hand-written helpers of dualgen.formulas import the generated ones,
+    so a generated helper cannot import them back (its Python would not find
+    the name; its C++ might, through a twin, and hide that)."""
+    for statement in helper.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name not in callable_names:
+                    raise _BodyError(
+                        f"'{name}' is a hand-written helper (dualgen.formulas): a "
+                        "helper in helpers/ calls torch, other helpers of helpers/ "
+                        "and dualgen.helper_basics only; write it here, or call it "
+                        "from the spec's formula",
+                        node.lineno,
+                    )
 
 
 class _BodyError(Exception):
