@@ -43,6 +43,12 @@ bool plain_keys(c10::DispatchKeySet keys) {
                                             c10::DispatchKey::Python,
                                             c10::DispatchKey::ADInplaceOrView,
                                             c10::DispatchKey::AutogradFunctionality,
+                                            // an undefined tensor's (an absent
+                                            // optional tensor passed on as one:
+                                            // conv2d's bias to convolution); other
+                                            // backends' tensors that have it are
+                                            // refused by their own keys
+                                            c10::DispatchKey::AutogradOther,
                                             c10::DispatchKey::Dense,
                                             c10::DispatchKey::BackendSelect,
                                             // legacy vmap's (its random-op checks
