@@ -26,6 +26,8 @@ them). This package re-exports them all:
   device kernels behind scaled_dot_product_attention)
 - `attention_lower`: the lower attention kernels libraries call directly (varlen)
   and their backward kernels
+- `attention_varlen`: torch's own varlen attention custom ops (torch_attn::), whose
+  rules are generated from specs/torch_custom_ops.yaml (Python only)
 - `transformer`: the inference fast paths of nn.MultiheadAttention and
   nn.TransformerEncoderLayer (_native_multi_head_attention,
   _transformer_encoder_layer_fwd)
@@ -45,6 +47,7 @@ from dualgen.generated.helpers import *
 from . import (
     attention,
     attention_lower,
+    attention_varlen,
     backward_ops,
     cudnn_rnn,
     elementwise,
@@ -61,6 +64,7 @@ from . import (
 )
 from .attention import *
 from .attention_lower import *
+from .attention_varlen import *
 from .backward_ops import *
 from .cudnn_rnn import *
 from .elementwise import *
@@ -87,6 +91,7 @@ __all__ = (
     + backward_ops.__all__
     + attention.__all__
     + attention_lower.__all__
+    + attention_varlen.__all__
     + transformer.__all__
     + recurrent.__all__
     + cudnn_rnn.__all__

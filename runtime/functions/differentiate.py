@@ -12,6 +12,7 @@ from ..levels import Level
 from ..tangents import is_differentiable_dtype, remember_saved_outputs, tangent_of
 from .attach import attach
 from .call import RAW, Call, Record, materializes, record_of
+from .custom_ops import op_rule, op_rule_tangents
 from .derived import derived_jvp
 from .user_rules import RULES
 
@@ -32,9 +33,13 @@ def differentiate(call: Call, ctx, level: Level, outputs) -> None:
     rule = RULES.get(call.cls)
     if rule is None and has_jvp(call.cls):
         rule = call.cls.jvp
+    of_op = op_rule(call.cls) if rule is None else None
     if rule is not None:
         given = _materialized(call, ctx, tangents)
         results = _results(_call_with_saved(rule, ctx, record, given), len(outs))
+        derived = False
+    elif of_op is not None:  # a custom op's Function: the op's own rule
+        results = op_rule_tangents(*of_op, call.inputs, level, outs)
         derived = False
     else:
         results = derived_jvp(call, ctx, record, tangents, outs)

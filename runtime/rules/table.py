@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import sys
 from collections.abc import Callable
 
 import torch
@@ -77,12 +78,33 @@ _MERGED: dict | None = None
 _LOADS = 0  # changes of _LOADED so far: rules saved before one are stale
 
 
+# torch's own custom ops with rules of dualgen's (specs/torch_custom_ops.yaml): the
+# module that registers them -> the package of their kernels, loaded once that
+# module has been imported (dualgen does not import it: about a second at startup).
+_TORCH_CUSTOM_OPS = {"torch.nn.attention.varlen": "dualgen.generated.torch_custom_ops"}
+_PENDING = dict(_TORCH_CUSTOM_OPS)
+
+
+def _load_torch_custom_ops() -> bool:
+    """Load the kernels of torch's custom ops whose module is imported by now;
+    whether any were."""
+    loaded = False
+    for module, package in list(_PENDING.items()):
+        if module in sys.modules:
+            del _PENDING[module]
+            load_kernels(package)
+            loaded = True
+    return loaded
+
+
 def generated_kernels() -> dict:
     """op -> KernelInfo: the installed generated kernels, or those `using_kernels`
     put in place, with the packages `load_kernels` added (a loaded package's
     kernel replaces an installed one for the same op; a table under test wins
     over a loaded package)."""
     global _MERGED
+    if _PENDING:
+        _load_torch_custom_ops()
     if _KERNELS is not None:
         base = _KERNELS
     else:
@@ -148,8 +170,10 @@ def unload_kernels(package) -> None:
 
 
 def loaded_packages() -> tuple[str, ...]:
-    """The packages `load_kernels` added, in the order loaded."""
-    return tuple(_LOADED)
+    """The packages `load_kernels` added, in the order loaded (not dualgen's own
+    for torch's custom ops)."""
+    own = set(_TORCH_CUSTOM_OPS.values())
+    return tuple(name for name in _LOADED if name not in own)
 
 
 def _forget_tables() -> None:
@@ -246,7 +270,10 @@ def rule_for(op: torch._ops.OpOverload) -> Rule | None:
     rule = _USER_RULES.get(op)
     if rule is not None:
         return rule
-    return _generated().get(op)
+    rule = _generated().get(op)
+    if rule is None and _PENDING and _load_torch_custom_ops():
+        rule = _generated().get(op)
+    return rule
 
 
 def _as_overload(op) -> torch._ops.OpOverload:

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..spec.errors import SpecErrors, SpecUnreadable
-from ..spec.project import NotInProject, default_paths, find_root, installed_spec
+from ..spec.project import (
+    COMPANION_SPECS,
+    SPEC_NAME,
+    NotInProject,
+    default_paths,
+    find_root,
+    installed_spec,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,25 @@ def generate_files(spec_path: Path, imports: tuple[str, ...] = ()) -> Outcome:
     emitter = Emitter(spec_path.name, imports)
     files = emitter.render_all(plans, spec.collectives, written, known)
     return Outcome(format_python(files), len(spec.entries), len(plans))
+
+
+def companion_files(spec_path: Path) -> dict[str, str]:
+    """The files of the project spec's companion specs (`COMPANION_SPECS`, beside
+    the project's derivatives.yaml), each under its package's folder; none for
+    any other spec. Raise SpecErrors, or ImportFailed for a module they need."""
+    if spec_path.name != SPEC_NAME:
+        return {}
+    files = {}
+    for relative, (package, imports) in COMPANION_SPECS.items():
+        path = spec_path.parent / relative
+        if not path.is_file():
+            continue
+        import_modules(list(imports))
+        outcome = generate_files(path, imports)
+        files.update(
+            {f"{package}/{name}": text for name, text in outcome.files.items()}
+        )
+    return files
 
 
 def one_source_helpers(spec_path: Path):
@@ -297,7 +323,9 @@ def _generate(args: argparse.Namespace) -> int:
         # What is on disk is black's output for most chunks; --check reuses it too.
         formatted = format_files(rendered, read_existing(args.out))
         clock.lap("format")
-        outcome = Outcome(formatted.files, len(spec.entries), len(plans))
+        files = {**formatted.files, **companion_files(args.spec)}
+        clock.lap("companions")
+        outcome = Outcome(files, len(spec.entries), len(plans))
         if args.check:
             diff = stale_diff(args.out, outcome.files, source=args.spec.name)
             clock.lap("compare")

@@ -13,6 +13,12 @@ from pathlib import Path
 
 SPEC_NAME = "derivatives.yaml"
 OUT_NAME = "generated"
+# Specs generated with the project's own spec, each into a package of the output
+# (<out>/<package>/): the rules of torch's own custom ops, which a dispatch mode
+# sees whole, checked against the schemas the named modules register.
+COMPANION_SPECS = {
+    "specs/torch_custom_ops.yaml": ("torch_custom_ops", ("torch.nn.attention.varlen",)),
+}
 
 
 class NotInProject(Exception):

@@ -387,11 +387,21 @@ def validate_kernel(entry: Entry, op, info, samples: tuple) -> KernelReport:
         # ones too, which an in-place op refuses)
         _fail_refused_samples(report)
     if differentiable and not any(report.cases.values()):
-        # A differentiable kernel that no sample reaches is not validated.
-        reason = next(v.detail for v in report.verdicts.values())
+        # A differentiable kernel that no sample reaches is not validated, unless
+        # what stops every sample is a device kernel it calls (a custom op whose
+        # CPU implementation calls a CUDA-only aten op).
+        reasons = [v.detail for v in report.verdicts.values()]
+        if all(_NO_CPU_KERNEL in reason for reason in reasons):
+            verdict = Verdict("device", DEVICE_ONLY)
+        else:
+            verdict = Verdict("fail", f"no sample runs: {reasons[0]}")
         for key in report.verdicts:
-            report.verdicts[key] = Verdict("fail", f"no sample runs: {reason}")
+            report.verdicts[key] = verdict
     return report
+
+
+# torch's NotImplementedError for an op without a kernel for the CPU.
+_NO_CPU_KERNEL = "with arguments from the 'CPU' backend"
 
 
 def _sample_of(label: str) -> str:

@@ -1,0 +1,59 @@
+"""The autograd.Function torch.library makes for a custom op's `register_autograd`
+(`torch._library.autograd.make_autograd_impl`): autograd calls it where an input
+requires grad, so a dual with a recording tape reaches it rather than the op.
+Its forward is the op itself, redispatched below autograd, and its backward
+has no derivative of its own (torch's varlen attention: "no autograd formula"),
+so the jvp is the op's rule where dualgen has one (generated or registered)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..dispatch.op_arguments import bind
+from ..levels import Level
+from ..rules.table import rule_for
+from ..tangents import is_differentiable_dtype, tangent_of
+
+
+def custom_op_of(cls: type) -> torch._ops.OpOverload | None:
+    """The custom op whose autograd Function `cls` is (its forward closes over
+    it), or None for any other Function."""
+    if not cls.__name__.startswith("GeneratedBackwardFor_"):
+        return None
+    forward = cls.forward
+    cells = dict(zip(forward.__code__.co_freevars, forward.__closure__ or ()))
+    cell = cells.get("op")
+    op = cell.cell_contents if cell is not None else None
+    return op if isinstance(op, torch._ops.OpOverload) else None
+
+
+def op_rule(cls: type):
+    """(op, its rule) for a custom op's Function with a rule of dualgen's, else
+    None."""
+    op = custom_op_of(cls)
+    if op is None:
+        return None
+    rule = rule_for(op)
+    return None if rule is None else (op, rule)
+
+
+def _tangent(value, level: Level):
+    if isinstance(value, torch.Tensor) and is_differentiable_dtype(value):
+        return tangent_of(value, level)
+    if isinstance(value, (list, tuple)):
+        found = [_tangent(v, level) for v in value]
+        return found if any(t is not None for t in found) else None
+    return None
+
+
+def op_rule_tangents(op, rule, inputs: tuple, level: Level, outputs: tuple) -> tuple:
+    """The outputs' tangents at `level` from the op's rule: `inputs` are the
+    Function's (the op's positional arguments, then the metadata holding its
+    keyword-only ones)."""
+    *args, metadata = inputs
+    primals = bind(op._schema, tuple(args), dict(metadata.keyword_only_args))
+    tangents = [_tangent(primals[i], level) for i in rule.input_indices]
+    if all(t is None for t in tangents):
+        return (None,) * len(outputs)
+    result = rule.call(primals, tangents, list(outputs))
+    return result if isinstance(result, tuple) else (result,)
