@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 
 from . import checkpointing, functions, tensor_hooks, torch_features
 from .backend import kernel_backend
+from .dispatch.higher_order import flex_attention_as_before, flex_attention_uncompiled
 from .dispatch.mode import DualMode, alias
 from .dual_checks import check_dual
 from .hot_path import policy as hot_path_policy  # noqa: F401 - follows the backend
@@ -83,6 +84,7 @@ def enter_dual_level() -> int:
         functions.install()  # custom autograd.Functions use their jvp
         tensor_hooks.install(unpack_dual)  # detach_ and printing (once, for good)
         checkpointing.install()  # recomputed values keep their tangents
+        flex_attention_uncompiled()  # (Dynamo refuses to trace under the mode)
         kernel_backend()  # chosen on first use; with C++ kernels, the hot path
     level = Level(len(state.levels))
     state.levels.append(level)
@@ -111,6 +113,7 @@ def exit_dual_level(*, level: int | None = None) -> None:
             _pop_mode()
         state.mode = None
         functions.uninstall()
+        flex_attention_as_before()
 
 
 class dual_level(contextlib.ContextDecorator):

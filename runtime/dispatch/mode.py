@@ -61,6 +61,7 @@ from ..tangents import (
     tensors_in,
 )
 from .decompositions import has_decomposition
+from .higher_order import dispatch_higher_order, is_higher_order
 from .inplace import (
     batched_view_tangent,
     call_with,  # noqa: F401 - imported from here (tests)
@@ -157,7 +158,12 @@ def _skipped_by_dynamo(code) -> None:
 class DualMode(TorchDispatchMode):
     """Runs every aten op; computes tangents where its inputs have them."""
 
+    # Higher-order operators come to __torch_dispatch__ (higher_order.py).
+    supports_higher_order_operators = True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if is_higher_order(func):
+            return dispatch_higher_order(self, func, args, kwargs or {})
         hot_path = hot_path_state.dispatch
         if hot_path is not None:
             out = hot_path(func, types, args, kwargs)

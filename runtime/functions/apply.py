@@ -4,7 +4,6 @@ as the C++ apply binds them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,10 +23,7 @@ from .call import (
 )
 from .differentiate import as_tuple, differentiate, has_jvp
 from .series import apply_on_series, takes_series
-from .user_rules import transparent
-
-_TRANSPARENT: dict[type, Callable] | None = None
-
+from .user_rules import transparent_for
 
 # --------------------------------------------------------------------------------------
 # apply
@@ -46,10 +42,7 @@ def apply_with_levels(cls, *args, **kwargs):
         or torch._C._are_functorch_transforms_active()
     ):
         return _native_apply(cls, *args, **kwargs)
-    global _TRANSPARENT
-    if _TRANSPARENT is None:
-        _TRANSPARENT = transparent()
-    plain = _TRANSPARENT.get(cls)
+    plain = transparent_for(cls)
     if plain is not None:
         # Even without input tangents: its function may read tensors with
         # tangents from its closure (a model's parameters), which native drops.

@@ -20,7 +20,6 @@ carry no derivative, not even a tangent.
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass
 
@@ -38,10 +37,9 @@ from .call import (
     record_of,
 )
 from .derived import ONCE_DIFFERENTIABLE_CODE, user_backward
-from .user_rules import transparent
+from .user_rules import transparent_for
 
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
-_plain_functions = functools.cache(transparent)
 
 
 class _Tapes(threading.local):
@@ -75,7 +73,7 @@ def native_apply(cls, *args, **kwargs):
     tapes = TAPES.recording
     if not tapes or not torch.is_grad_enabled():
         return _C_APPLY.__get__(None, cls)(*args, **kwargs)
-    plain = _plain_functions().get(cls)
+    plain = transparent_for(cls)
     if plain is not None:
         return plain(*args, **kwargs)  # run as plain code: the tapes see its ops
     inputs = bound_inputs(Call(cls, args, kwargs, [], True))

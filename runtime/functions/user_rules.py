@@ -1,5 +1,6 @@
 """User-registered jvp rules for Functions, and the Functions run as plain code
-while a level is active (torch.utils.checkpoint's reentrant one)."""
+while a level is active (torch.utils.checkpoint's reentrant one, flex attention's
+autograd Function)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,41 @@ def _checkpoint_transparent(run_function, preserve_rng_state, *args):
     return run_function(*args)
 
 
-def transparent() -> dict[type, Callable]:
-    from torch.utils.checkpoint import CheckpointFunction
+def _flex_attention_transparent(*args):
+    from ..dispatch.higher_order import flex_attention_transparent
 
-    return {CheckpointFunction: _checkpoint_transparent}
+    return flex_attention_transparent(*args)
+
+
+def _index_transparent(x, indices):
+    """flex attention's ModIndex (score_mod's `bias[h, q, k]` in eager) is
+    aten.index; its vmapped twin's jvp cannot take a list input's tangent."""
+    return torch.ops.aten.index(x, indices)
+
+
+# Functions run as plain code while a level is active, by (module, name): found
+# without importing their modules (flex attention's are imported late, if at all).
+_TRANSPARENT = {
+    ("torch.utils.checkpoint", "CheckpointFunction"): _checkpoint_transparent,
+    (
+        "torch._higher_order_ops.flex_attention",
+        "FlexAttentionAutogradOp",
+    ): _flex_attention_transparent,
+    ("torch._dynamo._trace_wrapped_higher_order_op", "ModIndex"): _index_transparent,
+}
+# The module of functorch's vmapped twins of Functions (`Vmapped<Name>`).
+_VMAPPED = "torch._functorch.autograd_function"
+
+
+def transparent_for(cls: type) -> Callable | None:
+    """The plain code `cls.apply` runs as while a level is active, or None. A
+    Function vmap made of a transparent one runs its forward (the original's,
+    under vmap) as plain code too."""
+    found = _TRANSPARENT.get((cls.__module__, cls.__qualname__))
+    if found is None and cls.__module__ == _VMAPPED:
+        forward = cls.forward
+        cells = dict(zip(forward.__code__.co_freevars, forward.__closure__ or ()))
+        original = cells.get("autograd_function")
+        if original is not None and transparent_for(original.cell_contents):
+            return forward
+    return found
