@@ -112,7 +112,7 @@ def test_flex_attention_tangent(backend, case):
 def test_a_bias_tensor_with_a_tangent_in_score_mod(backend):
     # score_mod reads a tensor of its closure: its tangent enters the output's.
     global BIAS
-    primals, tangents = _inputs("bias_tensor_and_mask_gqa")
+    primals, _ = _inputs("bias_tensor_and_mask_gqa")
     bias_t = _rand(*BIAS.shape, seed=30)
     saved = BIAS
     try:
