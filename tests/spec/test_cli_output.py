@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dualgen.tools.cli import generate_files, main, write
+from dualgen.tools.cli import companion_files, generate_files, main, write
 from dualgen.tools.emit_cpp import SHARDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +51,11 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
     python = {"__init__.py", "jvp.py", "vjp.py", "registry.py", "collectives.py"}
     python.add("taylor.py")
     python.add("helpers.py")
+    # the companion spec's package (specs/torch_custom_ops.yaml)
+    python |= {
+        f"torch_custom_ops/{name}"
+        for name in ("__init__.py", "jvp.py", "vjp.py", "registry.py", "taylor.py")
+    }
     cpp = {f"cpp/jvp_{i}.cpp" for i in range(SHARDS)} | {
         "cpp/registry.cpp",
         "cpp/formulas.h",
@@ -61,7 +66,7 @@ def test_two_runs_with_different_hash_seeds_give_identical_bytes(tmp_path):
 
 
 def test_committed_generated_directory_is_current():
-    files = generate_files(SPEC).files
+    files = {**generate_files(SPEC).files, **companion_files(SPEC)}
     assert write.stale_diff(ROOT / "generated", files) == ""
 
 

@@ -196,14 +196,14 @@ py::object returned(const std::vector<py::object>& outs, bool tracking, const Op
   return tuple;
 }
 
-// A tensor batched by torch's legacy vmap (the high-level API's vectorized
-// jacobians batch tangents so): one per batch element, without storage.
+}  // namespace
+
+// (declared in hot_path.h: inplace.cpp takes batched tangents too)
 bool batched_by_legacy_vmap(const at::Tensor& t) {
   return t.key_set().has(c10::DispatchKey::Batched);
 }
 
-// A batched tangent laid out as the Python side lays it out (layout.py: kept,
-// or copied per batch element into the primal's layout).
+// (layout.py: kept, or copied per batch element into the primal's layout)
 at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, bool fresh) {
   // The common case, kept as it is (layout.same_layout, whose storage test a
   // batched tangent of a plain primal passes): the primal's logical geometry.
@@ -218,6 +218,8 @@ at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, 
   py::object laid_out = (*conform)(tangent, output, fresh);
   return THPVariable_Unpack(laid_out.ptr());
 }
+
+namespace {
 
 // One output tensor's tangent (outputs._attach_one): a view op's as it is, a
 // functional op's in its output's dtype and layout (`fresh`: an input's
@@ -318,10 +320,6 @@ bool read_tangent(const at::Tensor& primal, const py::handle& level, bool grad_m
   tracking = tracking || (grad_mode && t.requires_grad());
   tangent = t;
   return true;
-}
-
-bool any_batched(const Values& tangents) {
-  return any_tensor(tangents, batched_by_legacy_vmap);
 }
 
 bool returns_list(const c10::FunctionSchema& schema) {
@@ -436,8 +434,7 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
         batched_by_legacy_vmap(self_tangent) && tangents.size() == 1) {
       return update_batched_view(op, stack, self_tangent, self, level0, tracking);
     }
-    if (tracking || !self || any_batched(tangents) ||
-        !updates_plainly(self, self_tangent, tangents, level0)) {
+    if (tracking || !self || !updates_plainly(self, self_tangent, tangents, level0)) {
       return shared->slow;
     }
     return update_in_place(op, stack, tangents, self, level0);

@@ -96,6 +96,13 @@ py::object unpack_dual(const py::handle& tensor, const py::handle& level);
 // as it was; true: run, its outputs on the stack.
 bool dispatch_stack(const py::handle& func, torch::jit::Stack& stack);
 
+// A tensor batched by torch's legacy vmap (hot_path.cpp): the high-level API's
+// vectorized jacobians batch tangents so, one per batch element, without storage.
+bool batched_by_legacy_vmap(const at::Tensor& t);
+
+// A batched tangent laid out as the Python side lays it out (hot_path.cpp).
+at::Tensor conform_batched(const at::Tensor& tangent, const at::Tensor& output, bool fresh);
+
 // Whether an in-place op on `self` (its tangent `self_tangent`, maybe
 // undefined) is the hot path's: otherwise the Python path's lens updates are
 // needed (a view whose tangent lives on its base, elements sharing memory).

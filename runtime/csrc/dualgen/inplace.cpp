@@ -1,6 +1,7 @@
 // In-place ops on the hot path: runtime/dispatch/inplace.py's work for the common case,
 // an update of a tangent of self's own whose elements do not share memory, or
-// a first tangent for a self that is no view, with no autograd recording.
+// a first tangent for a self that is no view, with no autograd recording; the
+// tangents plain or batched by legacy vmap (the high-level API's jacobians).
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "dualgen/hot_path.h"
@@ -11,9 +12,11 @@ namespace dualgen {
 
 namespace {
 
-// The memory t's elements lie in (inplace.storage_key); null without storage.
+// The memory t's elements lie in (inplace.storage_key); null without storage
+// (a tensor batched by vmap has none to read: its storage access throws).
 const void* memory_of(const at::Tensor& t) {
-  return t.has_storage() ? t.storage().data_ptr().get() : nullptr;
+  if (batched_by_legacy_vmap(t) || !t.has_storage()) return nullptr;
+  return t.storage().data_ptr().get();
 }
 
 // Whether a and b lie in the same memory: the same address on the same device
@@ -124,8 +127,9 @@ py::object update_in_place(const OpEntry& op, torch::jit::Stack& stack, Values& 
     for (const c10::IValue& tangent : tangents) {
       fresh = fresh || (tangent.isTensor() && root(tangent.toTensor()) == root(value));
     }
-    py::object laid_out = py::reinterpret_steal<py::object>(
-        THPVariable_Wrap(conform_layout(value, updated, fresh)));
+    value = batched_by_legacy_vmap(value) ? conform_batched(value, updated, fresh)
+                                          : conform_layout(value, updated, fresh);
+    py::object laid_out = py::reinterpret_steal<py::object>(THPVariable_Wrap(value));
     set_tangent(py::reinterpret_borrow<py::object>(self), level, laid_out.ptr());
   }
   return torch::jit::toPyObject(stack[0]);
