@@ -49,6 +49,13 @@ def varlen_rows_like(rows, logsumexp):
     return rows.transpose(0, 1).unsqueeze(-1)
 
 
+def _flash_arguments(cu_seq_q, cu_seq_k, is_causal, scale, window_size) -> tuple:
+    """The flash kernel's arguments for the sequences and masks: offsets,
+    dropout (always off), causal, scale and the window's two bounds."""
+    left, right = varlen_window(window_size, 0), varlen_window(window_size, 1)
+    return cu_seq_q, cu_seq_k, 0.0, is_causal, scale, left, right
+
+
 def varlen_forward_tangents(
     query_t,
     key_t,
@@ -79,13 +86,7 @@ def varlen_forward_tangents(
         value,
         output,
         varlen_rows(logsumexp),
-        cu_seq_q,
-        cu_seq_k,
-        0.0,
-        is_causal,
-        scale,
-        varlen_window(window_size, 0),
-        varlen_window(window_size, 1),
+        *_flash_arguments(cu_seq_q, cu_seq_k, is_causal, scale, window_size),
         seqused_k,
         None,
         block_table,
@@ -119,13 +120,7 @@ def varlen_forward_grads(
         value,
         output,
         varlen_rows(logsumexp),
-        cu_seq_q,
-        cu_seq_k,
-        0.0,
-        is_causal,
-        scale,
-        varlen_window(window_size, 0),
-        varlen_window(window_size, 1),
+        *_flash_arguments(cu_seq_q, cu_seq_k, is_causal, scale, window_size),
         seqused_k,
         None,
         block_table,
@@ -169,13 +164,7 @@ def varlen_backward_tangent(
         value,
         out,
         varlen_rows(logsumexp),
-        cu_seq_q,
-        cu_seq_k,
-        0.0,
-        is_causal,
-        scale,
-        varlen_window(window_size, 0),
-        varlen_window(window_size, 1),
+        *_flash_arguments(cu_seq_q, cu_seq_k, is_causal, scale, window_size),
     )
 
 
@@ -208,12 +197,6 @@ def varlen_backward_grads(
         value,
         out,
         varlen_rows(logsumexp),
-        cu_seq_q,
-        cu_seq_k,
-        0.0,
-        is_causal,
-        scale,
-        varlen_window(window_size, 0),
-        varlen_window(window_size, 1),
+        *_flash_arguments(cu_seq_q, cu_seq_k, is_causal, scale, window_size),
     )
     return (*grads[:5], varlen_rows_like(grads[5], logsumexp))
