@@ -594,6 +594,18 @@ def _entries() -> list[Internal]:
         "how many of vmap's layers functorch popped on the way to a series")  # fmt: skip
     add("torch._C._DisableTorchDispatch", None, ("taylor",),
         "an in-place view op changes a series' own sizes and strides")  # fmt: skip
+    # flex attention in eager (dispatch/higher_order.py)
+    add(
+        "torch._higher_order_ops.flex_attention.sdpa_dense",
+        # (the package's `flex_attention` is the operator: the module by import)
+        lambda: hasattr(
+            importlib.import_module("torch._higher_order_ops.flex_attention"),
+            "sdpa_dense",
+        ),
+        _DL,
+        "flex_attention's dense eager implementation, which the dual mode runs",
+        fallback="flex_attention under a dual level raises, as it does without dualgen",
+    )
     return e
 
 

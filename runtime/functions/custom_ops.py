@@ -11,8 +11,16 @@ import torch
 
 from ..dispatch.op_arguments import bind
 from ..levels import Level
-from ..rules.table import rule_for
 from ..tangents import is_differentiable_dtype, tangent_of
+
+# The op -> rule lookup (dualgen.rules.table.rule_for), given by that module when
+# it is imported: the rules import this package, not the other way round.
+_lookup = None
+
+
+def use_rule_lookup(rule_for) -> None:
+    global _lookup
+    _lookup = rule_for
 
 
 def custom_op_of(cls: type) -> torch._ops.OpOverload | None:
@@ -31,9 +39,9 @@ def op_rule(cls: type):
     """(op, its rule) for a custom op's Function with a rule of dualgen's, else
     None."""
     op = custom_op_of(cls)
-    if op is None:
+    if op is None or _lookup is None:
         return None
-    rule = rule_for(op)
+    rule = _lookup(op)
     return None if rule is None else (op, rule)
 
 

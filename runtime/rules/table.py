@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from .. import backend
+from ..functions import custom_ops
 from ..hot_path import state as hot_path
 from .rule import Rule, is_tensor_like, output_names
 
@@ -274,6 +275,9 @@ def rule_for(op: torch._ops.OpOverload) -> Rule | None:
     if rule is None and _PENDING and _load_torch_custom_ops():
         rule = _generated().get(op)
     return rule
+
+
+custom_ops.use_rule_lookup(rule_for)  # (a custom op's autograd Function's jvp)
 
 
 def _as_overload(op) -> torch._ops.OpOverload:

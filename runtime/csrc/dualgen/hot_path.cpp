@@ -437,6 +437,12 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
     if (tracking || !self || !updates_plainly(self, self_tangent, tangents, level0)) {
       return shared->slow;
     }
+    // An in-place view op without a view form (resize_, set_) cannot reshape a
+    // batched tangent: the Python path refuses it, saying why.
+    if (op.handle->hasTag(at::Tag::inplace_view) &&
+        any_tensor(tangents, batched_by_legacy_vmap)) {
+      return shared->slow;
+    }
     return update_in_place(op, stack, tangents, self, level0);
   }
   if (tracking && !in_front && op.uses_outputs && (op.view || returns_list(schema))) {
