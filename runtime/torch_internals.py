@@ -8,11 +8,24 @@ the dualgen features that need it (`torch_features.FEATURES`) and why.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from .torch_probes import (
+    all_of,
+    c10d,
+    c10d_op,
+    distributed,
+    function_class_fields,
+    has,
+    in_dict,
+    op,
+    parameter,
+    resolve,
+    storage_cdata,
+)
 
 
 @dataclass(frozen=True)
@@ -23,109 +36,6 @@ class Internal:
     description: str
     at_import: bool = False  # looked up when the module using it is imported
     fallback: str | None = None  # what dualgen does without it (then not required)
-
-
-# --------------------------------------------------------------------------------------
-# probes
-
-
-def _resolve(path: str):
-    """The object at dotted `path` ('torch._C._functorch.is_batchedtensor'),
-    importing submodules on the way as `from ... import` would; raises
-    AttributeError or ImportError when it is not there."""
-    parts = path.split(".")
-    value = importlib.import_module(parts[0])
-    for i, part in enumerate(parts[1:], 1):
-        try:
-            value = getattr(value, part)
-        except AttributeError:
-            if not inspect.ismodule(value):
-                raise
-            value = importlib.import_module(".".join(parts[: i + 1]))
-    return value
-
-
-def _has(path: str) -> Callable[[], bool]:
-    def probe() -> bool:
-        try:
-            _resolve(path)
-        except (AttributeError, ImportError):
-            return False
-        return True
-
-    return probe
-
-
-def _parameter(path: str, name: str) -> Callable[[], bool]:
-    """`path` is a callable with a parameter `name`."""
-
-    def probe() -> bool:
-        try:
-            return name in inspect.signature(_resolve(path)).parameters
-        except (AttributeError, ImportError, TypeError, ValueError):
-            return False
-
-    return probe
-
-
-def _in_dict(path: str, name: str) -> Callable[[], bool]:
-    """`name` is in the class's own `__dict__` (a C++ field's descriptor)."""
-
-    def probe() -> bool:
-        try:
-            return name in vars(_resolve(path))
-        except (AttributeError, ImportError, TypeError):
-            return False
-
-    return probe
-
-
-def _all(*probes: Callable[[], bool]) -> Callable[[], bool]:
-    return lambda: all(p() for p in probes)
-
-
-def _function_class_fields() -> bool:
-    """A subclass of autograd.Function gets `_backward_cls` (its ctx class, a
-    BackwardCFunction) and the ctx class `_forward_cls`."""
-
-    class Probe(torch.autograd.Function):
-        @staticmethod
-        def forward(x):
-            return x
-
-    backward = getattr(Probe, "_backward_cls", None)
-    return (
-        isinstance(backward, type)
-        and issubclass(backward, torch.autograd.function.BackwardCFunction)
-        and getattr(backward, "_forward_cls", None) is Probe
-    )
-
-
-def _storage_cdata() -> bool:
-    return isinstance(getattr(torch.empty(0).untyped_storage(), "_cdata", None), int)
-
-
-def _distributed() -> bool:
-    return torch.distributed.is_available()
-
-
-def _c10d(path: str) -> Callable[[], bool]:
-    return lambda: _distributed() and _has(path)()
-
-
-def _op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
-    def probe() -> bool:
-        try:
-            getattr(getattr(getattr(torch.ops, namespace), name), overload)
-        except (AttributeError, RuntimeError):
-            return False
-        return True
-
-    return probe
-
-
-def _c10d_op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
-    return lambda: _distributed() and _op(namespace, name, overload)()
 
 
 _TENSOR = ("torch.Tensor",)
@@ -147,7 +57,7 @@ def _entries() -> list[Internal]:
     e: list[Internal] = []
 
     def add(name, probe, features, description, **kw):
-        e.append(Internal(name, probe or _has(name), features, description, **kw))
+        e.append(Internal(name, probe or has(name), features, description, **kw))
 
     def add_each(prefix, names, features, description, **kw):
         """An entry per name under `prefix` (probed by lookup), for one reason."""
@@ -259,7 +169,7 @@ def _entries() -> list[Internal]:
     )
     add(
         "torch.ops.aten._new_zeros_with_same_feature_meta",
-        _op("aten", "_new_zeros_with_same_feature_meta", "default"),
+        op("aten", "_new_zeros_with_same_feature_meta", "default"),
         _DL,
         "lays out a batched tangent like its primal, as native does",
     )
@@ -346,7 +256,7 @@ def _entries() -> list[Internal]:
     ):
         add(
             f"{_FUNCTION_BASE}.{name}",
-            _in_dict(_FUNCTION_BASE, name),
+            in_dict(_FUNCTION_BASE, name),
             _CF,
             "the ctx's C++ fields, wrapped to record what forward saves and marks",
             at_import=True,
@@ -367,14 +277,14 @@ def _entries() -> list[Internal]:
     )
     add(
         "torch.autograd.Function.apply",
-        _in_dict("torch.autograd.Function", "apply"),
+        in_dict("torch.autograd.Function", "apply"),
         _CF,
         "replaced (Python or C++, found by its type) to run the jvp at levels",
         at_import=True,
     )
     add(
         "torch.autograd.Function._backward_cls",
-        _function_class_fields,
+        function_class_fields,
         _CF,
         "a Function's ctx class (and the ctx class's _forward_cls)",
     )
@@ -386,7 +296,7 @@ def _entries() -> list[Internal]:
     )
     add(
         "torch.UntypedStorage._cdata",
-        _storage_cdata,
+        storage_cdata,
         _CF + _GC,
         "identifies storages (what a custom Function or the tape wrote)",
     )
@@ -419,13 +329,13 @@ def _entries() -> list[Internal]:
     # fx
     add(
         "torch.fx.experimental.proxy_tensor.make_fx's decomposition_table argument",
-        _parameter("torch.fx.experimental.proxy_tensor.make_fx", "decomposition_table"),
+        parameter("torch.fx.experimental.proxy_tensor.make_fx", "decomposition_table"),
         _FX,
         "an explicit table keeps detach a node (not alias, a view)",
     )
     add(
         "torch.fx.experimental.proxy_tensor.make_fx's tracing_mode argument",
-        _parameter("torch.fx.experimental.proxy_tensor.make_fx", "tracing_mode"),
+        parameter("torch.fx.experimental.proxy_tensor.make_fx", "tracing_mode"),
         _FX,
         "traces with real tensors",
     )
@@ -444,7 +354,7 @@ def _entries() -> list[Internal]:
     add(
         "torch._subclasses.fake_tensor.FakeTensorMode's allow_fallback_kernels "
         "argument",
-        _parameter(
+        parameter(
             "torch._subclasses.fake_tensor.FakeTensorMode", "allow_fallback_kernels"
         ),
         _FX,
@@ -518,30 +428,30 @@ def _entries() -> list[Internal]:
     # torch.distributed: c10d's process groups and Works
     add(
         "torch._C._distributed_c10d.ProcessGroup",
-        _c10d("torch._C._distributed_c10d.ProcessGroup.unbox"),
+        c10d("torch._C._distributed_c10d.ProcessGroup.unbox"),
         ("collectives",),
         "a c10d op's process group (unboxed from its script object)",
         at_import=True,
     )
     add(
         "torch.distributed.Work",
-        _c10d("torch.distributed.Work.unbox"),
+        c10d("torch.distributed.Work.unbox"),
         ("collectives",),
         "a collective's Work, unboxed; dualgen's own Work subclasses it",
         at_import=True,
     )
     add(
         "torch.distributed.Work.boxed",
-        _c10d("torch.distributed.Work.boxed"),
+        c10d("torch.distributed.Work.boxed"),
         ("collectives",),
         "dualgen's Work, returned to the dispatcher",
     )
     add(
         "torch.distributed.distributed_c10d._world",
-        _all(
-            _c10d("torch.distributed.distributed_c10d._world"),
+        all_of(
+            c10d("torch.distributed.distributed_c10d._world"),
             lambda: hasattr(
-                _resolve("torch.distributed.distributed_c10d._world"),
+                resolve("torch.distributed.distributed_c10d._world"),
                 "pg_coalesce_state",
             ),
         ),
@@ -551,13 +461,13 @@ def _entries() -> list[Internal]:
     )
     add(
         "torch.distributed.distributed_c10d._resolve_process_group",
-        _c10d("torch.distributed.distributed_c10d._resolve_process_group"),
+        c10d("torch.distributed.distributed_c10d._resolve_process_group"),
         ("collectives",),
         "a functional collective's group, from its name",
     )
     add(
         "torch.distributed.ProcessGroup._get_backend",
-        _c10d("torch.distributed.ProcessGroup._get_backend"),
+        c10d("torch.distributed.ProcessGroup._get_backend"),
         ("collectives",),
         "whether a group's backend coalesces ops into one Work",
     )
@@ -568,7 +478,7 @@ def _entries() -> list[Internal]:
     ):
         add(
             f"torch.ops.{namespace}.{name}",
-            _c10d_op(namespace, name, overload),
+            c10d_op(namespace, name, overload),
             ("collectives",),
             "the all-gather element-wise collectives' tangents travel by",
         )
@@ -577,7 +487,7 @@ def _entries() -> list[Internal]:
         add(
             f"torch.distributed.tensor.{name}",
             lambda name=name: (
-                _distributed() and _has(f"torch.distributed.tensor.{name}")()
+                distributed() and has(f"torch.distributed.tensor.{name}")()
             ),
             ("dtensor",),
             "a DTensor's tangent is placed like its primal",
