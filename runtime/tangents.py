@@ -133,3 +133,21 @@ def tensors_in(values):
             for item in v:
                 if isinstance(item, torch.Tensor):
                     yield item
+
+
+def argument_tangent(value, level: Level):
+    """An op argument's tangent at `level`: a tensor's, a list's (with None where
+    absent; None when none has one), None for anything else."""
+    if isinstance(value, torch.Tensor):
+        return tangent_of(value, level) if is_differentiable_dtype(value) else None
+    if isinstance(value, (list, tuple)):
+        tangents = [
+            (
+                tangent_of(v, level)
+                if isinstance(v, torch.Tensor) and is_differentiable_dtype(v)
+                else None
+            )
+            for v in value
+        ]
+        return tangents if any(t is not None for t in tangents) else None
+    return None

@@ -67,12 +67,6 @@ def flex_attention_transparent(
     )
 
 
-def flex_attention_autograd_op() -> type | None:
-    """flex_attention's autograd Function, where torch has it imported."""
-    module = sys.modules.get("torch._higher_order_ops.flex_attention")
-    return None if module is None else getattr(module, "FlexAttentionAutogradOp", None)
-
-
 def is_higher_order(func) -> bool:
     return isinstance(func, torch._ops.HigherOrderOperator)
 

@@ -53,6 +53,7 @@ from ..missing import (
 from ..rules.table import rule_for
 from ..saved_tangents import move_saved_tangents
 from ..tangents import (
+    argument_tangent,
     autograd_enabled,
     handling_levels_below,
     is_differentiable_dtype,
@@ -404,22 +405,6 @@ _ATEN_TWIN_OF_PRIM = {
 }
 
 
-def _tangent_arg(value, level: Level):
-    if isinstance(value, torch.Tensor):
-        return tangent_of(value, level) if is_differentiable_dtype(value) else None
-    if isinstance(value, (list, tuple)):
-        tangents = [
-            (
-                tangent_of(v, level)
-                if isinstance(v, torch.Tensor) and is_differentiable_dtype(v)
-                else None
-            )
-            for v in value
-        ]
-        return tangents if any(t is not None for t in tangents) else None
-    return None
-
-
 def _dispatch_at(mode, func, args, kwargs, level: Level):
     rule = rule_for(func)
     if rule is None:
@@ -427,13 +412,15 @@ def _dispatch_at(mode, func, args, kwargs, level: Level):
     schema = func._schema
     primals = bind(schema, args, kwargs)
     indices = rule.input_indices
-    tangents = [_tangent_arg(primals[i], level) for i in indices]
+    tangents = [argument_tangent(primals[i], level) for i in indices]
     inplace = rule.kind == "inplace"
     threads_self = inplace and indices[:1] == (0,)
     # An in-place op whose self is not differentiable overwrites self's value:
     # a tangent self had does not enter, and becomes the kernel's value (zero
     # where no other tangent reaches self), as native and `self = op(self, ...)`.
-    stale = _tangent_arg(primals[0], level) if inplace and not threads_self else None
+    stale = (
+        argument_tangent(primals[0], level) if inplace and not threads_self else None
+    )
     if all(t is None for t in tangents) and stale is None:
         with handling_levels_below(level, mode):
             return func(*args, **kwargs)

@@ -11,7 +11,7 @@ import torch
 
 from ..dispatch.op_arguments import bind
 from ..levels import Level
-from ..tangents import is_differentiable_dtype, tangent_of
+from ..tangents import argument_tangent
 
 # The op -> rule lookup (dualgen.rules.table.rule_for), given by that module when
 # it is imported: the rules import this package, not the other way round.
@@ -28,11 +28,16 @@ def custom_op_of(cls: type) -> torch._ops.OpOverload | None:
     it), or None for any other Function."""
     if not cls.__name__.startswith("GeneratedBackwardFor_"):
         return None
-    forward = cls.forward
-    cells = dict(zip(forward.__code__.co_freevars, forward.__closure__ or ()))
-    cell = cells.get("op")
-    op = cell.cell_contents if cell is not None else None
+    op = closed_over(cls.forward, "op")
     return op if isinstance(op, torch._ops.OpOverload) else None
+
+
+def closed_over(fn, name: str):
+    """The value `fn` closes over as `name` (torch makes these Function classes
+    inside functions, whose locals say what they wrap), or None."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    cell = cells.get(name)
+    return None if cell is None else cell.cell_contents
 
 
 def op_rule(cls: type):
@@ -45,22 +50,13 @@ def op_rule(cls: type):
     return None if rule is None else (op, rule)
 
 
-def _tangent(value, level: Level):
-    if isinstance(value, torch.Tensor) and is_differentiable_dtype(value):
-        return tangent_of(value, level)
-    if isinstance(value, (list, tuple)):
-        found = [_tangent(v, level) for v in value]
-        return found if any(t is not None for t in found) else None
-    return None
-
-
 def op_rule_tangents(op, rule, inputs: tuple, level: Level, outputs: tuple) -> tuple:
     """The outputs' tangents at `level` from the op's rule: `inputs` are the
     Function's (the op's positional arguments, then the metadata holding its
     keyword-only ones)."""
     *args, metadata = inputs
     primals = bind(op._schema, tuple(args), dict(metadata.keyword_only_args))
-    tangents = [_tangent(primals[i], level) for i in rule.input_indices]
+    tangents = [argument_tangent(primals[i], level) for i in rule.input_indices]
     if all(t is None for t in tangents):
         return (None,) * len(outputs)
     result = rule.call(primals, tangents, list(outputs))

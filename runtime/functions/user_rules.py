@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import torch
 
+from .custom_ops import closed_over
+
 RULES: dict[type, Callable] = {}
 
 
@@ -74,9 +76,7 @@ def transparent_for(cls: type) -> Callable | None:
     under vmap) as plain code too."""
     found = _TRANSPARENT.get((cls.__module__, cls.__qualname__))
     if found is None and cls.__module__ == _VMAPPED:
-        forward = cls.forward
-        cells = dict(zip(forward.__code__.co_freevars, forward.__closure__ or ()))
-        original = cells.get("autograd_function")
-        if original is not None and transparent_for(original.cell_contents):
-            return forward
+        original = closed_over(cls.forward, "autograd_function")
+        if original is not None and transparent_for(original):
+            return cls.forward
     return found

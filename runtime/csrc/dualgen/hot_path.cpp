@@ -302,7 +302,7 @@ namespace {
 
 // -- the hot path -----------------------------------------------------------
 
-// The tangent of one input tensor at `level` (mode._tangent_arg), into
+// The tangent of one input tensor at `level` (tangents.argument_tangent), into
 // `tangent` (undefined if none); false where the Python path must read it (a
 // tangent derived from a base, a complex or lazily negated one, one of
 // another dtype than its primal's).
@@ -398,7 +398,7 @@ py::object run_bound(const OpEntry& op, torch::jit::Stack& stack, const py::hand
     const c10::IValue& argument = stack[op.inputs[j]];
     c10::IValue tangent;
     if (op.list_inputs[j] && argument.isList()) {
-      // mode._tangent_arg of a list: None where absent, or None for all
+      // tangents.argument_tangent of a list: None where absent, or None for all
       c10::List<std::optional<at::Tensor>> items;
       bool any = false;
       for (const c10::IValue& item : argument.toListRef()) {
