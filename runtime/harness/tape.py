@@ -51,13 +51,31 @@ def is_differentiable(t) -> bool:
 
 
 def _geometry(t: torch.Tensor) -> tuple:
+    if t.is_nested:  # (no single shape: each component's)
+        return (
+            "nested",
+            _shape_of(t),
+            torch.ops.aten._nested_tensor_strides(t).tolist(),
+            torch.ops.aten._nested_tensor_storage_offsets(t).tolist(),
+        )
     return (tuple(t.shape), t.stride(), t.storage_offset())
+
+
+def _shape_of(t: torch.Tensor):
+    """t's shape; a nested tensor's components' shapes."""
+    if t.is_nested:
+        return ("nested", *map(tuple, torch.ops.aten._nested_tensor_size(t).tolist()))
+    return t.shape
 
 
 def _real_geometry(t: torch.Tensor) -> tuple:
     """t's geometry in elements of its real dtype: a complex tensor seen as its
     real view (a last dim of 2), so a float view of complex memory (view_as_real)
     and the complex tensor it views are placed in one coordinate system."""
+    if t.is_nested:
+        raise NotImplementedError(
+            "the tape cannot follow a view of a nested tensor's memory"
+        )
     shape, stride, offset = _geometry(t)
     if not t.is_complex():
         return shape, stride, offset
@@ -165,7 +183,7 @@ class Tape(TorchDispatchMode):
         self._storages: dict[int, _Storage] = {}
         self._steps: list = []
         self._watched: dict[int, tuple[torch.Tensor, Node]] = {}
-        self._node_meta: list[tuple[torch.Size, torch.dtype]] = []
+        self._node_meta: list[tuple[object, torch.dtype]] = []  # (_shape_of, dtype)
 
     # Recording
 
@@ -283,7 +301,7 @@ class Tape(TorchDispatchMode):
         return self._new_node(o) if is_differentiable(o) else None
 
     def _new_node(self, t: torch.Tensor) -> Node:
-        self._node_meta.append((t.shape, t.dtype))
+        self._node_meta.append((_shape_of(t), t.dtype))
         return len(self._node_meta) - 1
 
     def _add_storage(self, t: torch.Tensor, node: Node | None) -> _Storage:
@@ -496,10 +514,10 @@ class Tape(TorchDispatchMode):
         shape, dtype = self._node_meta[node]
         if not isinstance(g, torch.Tensor):
             raise TypeError(f"{where} returned {type(g).__name__}, not a Tensor")
-        if g.shape != shape:
+        if _shape_of(g) != shape:
             raise RuntimeError(
-                f"{where} returned a gradient of shape {list(g.shape)} for a value "
-                f"of shape {list(shape)}"
+                f"{where} returned a gradient of shape {list(_shape_of(g))} for a "
+                f"value of shape {list(shape)}"
             )
         if g.dtype != dtype:
             if self.check_grad_dtypes and not (g.is_complex() and not dtype.is_complex):

@@ -51,6 +51,7 @@ _ATTRIBUTES = {
     "dtype": ("{}.scalar_type()", "ScalarType"),
     "ndim": ("{}.dim()", "int"),
     "requires_grad": ("{}.requires_grad()", "bool"),
+    "is_nested": ("{}.is_nested()", "bool"),
     **{name: (form, "Tensor") for name, form in _TENSOR_ATTRIBUTES.items()},
 }
 _TORCH_CONSTANTS = {

@@ -32,6 +32,11 @@ input (the saved mean and rstd a norm's backward op reads):
     save_invstd=rstd_of(input, dims=[0, 2], eps=1e-5)  1 / sqrt(biased var + eps)
     mean=mean_of(input, dims=[2], keepdim=True)
 
+A strided nested tensor takes its components (each a domain with a shape, or
+written out), all with the same number of dims:
+
+    self=nested(any(2, 3), any(4, 3))
+
 Or an output of another aten op, called with this op's arguments (by name) and
 literals, recomputed whenever validation perturbs them: the state a fused
 kernel's backward op reads from its forward op (a workspace, saved outputs):
@@ -181,6 +186,13 @@ class TensorListSample:
 
 
 @dataclass(frozen=True)
+class NestedSample:
+    """A strided nested tensor of these components: `nested(any(2, 3), any(4, 3))`."""
+
+    items: tuple[TensorSample | TensorLiteral, ...]
+
+
+@dataclass(frozen=True)
 class DtypeName:
     name: str  # "float64", ...
 
@@ -317,6 +329,12 @@ def _tensor(
         and node.func.id == "tensor"
     ):
         return _tensor_literal(node, what)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "nested"
+    ):
+        return _nested(node, what)
     if isinstance(node, ast.Name):
         if node.id in INDEX_DOMAINS:
             raise SampleError(f"{what}: {node.id} needs a bound: {node.id}(high=N)")
@@ -348,6 +366,26 @@ def _tensor(
         f"{what} must be a domain ({', '.join(DOMAINS)}), optionally with a shape: "
         f"positive(3, 4), or written out: tensor([0, 2])"
     )
+
+
+def _nested(node: ast.Call, what: str) -> NestedSample:
+    usage = (
+        f"{what}: write nested(any(2, 3), any(4, 3)): components with shapes of "
+        "the same number of dims"
+    )
+    if not node.args or node.keywords:
+        raise SampleError(usage)
+    items = tuple(_tensor(a, what) for a in node.args)
+    shapes = [item.shape for item in items]
+    if (
+        any(
+            not isinstance(item, TensorSample | TensorLiteral) or shape is None
+            for item, shape in zip(items, shapes)
+        )
+        or len({len(shape) for shape in shapes}) != 1
+    ):
+        raise SampleError(usage)
+    return NestedSample(items)
 
 
 def _tensor_literal(node: ast.Call, what: str) -> TensorLiteral:

@@ -163,9 +163,20 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
     none."""
     slots = []  # (argument name, index in list or None)
     inputs = []
+    # Nested tensors (strided) go in as their components and come out padded
+    # with zeros: gradcheck takes plain tensors.
+    nested = {
+        name
+        for name, v in case.values.items()
+        if isinstance(v, torch.Tensor) and v.is_nested
+    }
     for name in info.differentiable_inputs:
         value = case.values[name]
-        if isinstance(value, torch.Tensor) and _floating(value):
+        if name in nested:
+            for i, v in enumerate(value.unbind()):
+                slots.append((name, i))
+                inputs.append(v.detach().clone().requires_grad_())
+        elif isinstance(value, torch.Tensor) and _floating(value):
             slots.append((name, None))
             inputs.append(value.detach().clone().requires_grad_())
         elif isinstance(value, list):
@@ -183,6 +194,8 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
         values = {
             k: (list(v) if isinstance(v, list) else v) for k, v in case.values.items()
         }
+        for name in nested:
+            values[name] = list(values[name].unbind())
         for (name, index), t in zip(slots, tensors):
             if name in case.symmetric:
                 t = (t + t.mH) * 0.5
@@ -190,6 +203,8 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
                 values[name] = t
             else:
                 values[name][index] = t
+        for name in nested:
+            values[name] = torch.nested.as_nested_tensor(values[name])
         case.with_statistics(values)
         if info.kind == "inplace":
             values["self"] = values["self"].clone()
@@ -208,12 +223,23 @@ def _function(op, info, case: Case) -> tuple[Callable, tuple] | None:
         else:
             out = op(*args, **kwargs)
         outputs = tuple(out) if len(schema.returns) > 1 else (out,)
+        if nested or any(isinstance(o, torch.Tensor) and o.is_nested for o in outputs):
+            call.nested = True
+            outputs = tuple(
+                (
+                    torch.nested.to_padded_tensor(o, 0.0)
+                    if isinstance(o, torch.Tensor) and o.is_nested
+                    else o
+                )
+                for o in outputs
+            )
         invariants = GAUGE_INVARIANTS.get(info.name)
         if invariants is not None:
             return invariants(outputs)
         return tuple(outputs[i] for i in wanted)
 
     call.__name__ = info.name
+    call.nested = False  # (set once a call sees a nested tensor)
     return call, tuple(inputs)
 
 
@@ -290,6 +316,8 @@ def _check(
             elif check == "reverse":
                 return reverse_verdict(function, inputs, tolerances)
             elif check == "jet":
+                if getattr(function, "nested", False):
+                    return NotApplicable("Taylor mode takes no nested tensors")
                 try:
                     jetcheck(
                         function,
@@ -337,6 +365,7 @@ def _empty_report(entry: Entry, info) -> KernelReport:
 # Dispatch keys whose kernels run an op on this machine's CPU.
 _CPU_KEYS = (
     "CPU",
+    "NestedTensorCPU",  # (ops of nested tensors only: to_padded_tensor)
     "CompositeImplicitAutograd",
     "CompositeExplicitAutograd",
     "CompositeExplicitAutogradNonFunctional",

@@ -7,6 +7,7 @@ in the sample take the schema default, else a default for their type.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +17,7 @@ from ..spec.sample import (
     DERIVED,
     SYMMETRIC_DOMAINS,
     DtypeName,
+    NestedSample,
     Sample,
     TensorListSample,
     TensorLiteral,
@@ -97,6 +99,16 @@ def cases_for(
                 if isinstance(value, DERIVED)
             )
             case = Case(label, values, symmetric, statistics)
+            if dtype.is_complex and any(
+                isinstance(v, NestedSample) for v in declared.values()
+            ):
+                # torch's nested tensors take no conj, which every complex
+                # gradient (and gradcheck's complex check) needs.
+                refusal = (
+                    "a nested tensor of complex numbers (torch has no conj of one)"
+                )
+                cases.append(Case(label, values, symmetric, statistics, refusal))
+                continue
             try:
                 case.with_statistics(values)
             except Exception as exc:  # noqa: BLE001 - torch refuses the sources
@@ -161,6 +173,11 @@ def _value(argument, base: str, declared: dict, shape, dtype, generator):
         return None  # computed from its sources once every value is drawn
     if isinstance(value, TensorSample | TensorLiteral):
         return make_tensor(value, shape, dtype, generator)
+    if isinstance(value, NestedSample):
+        components = [make_tensor(t, shape, dtype, generator) for t in value.items]
+        with warnings.catch_warnings():  # (the strided layout is "prototype")
+            warnings.filterwarnings("ignore", "The PyTorch API of nested tensors")
+            return torch.nested.nested_tensor(components)
     if isinstance(value, TensorListSample):
         return [
             None if t is None else make_tensor(t, shape, dtype, generator)

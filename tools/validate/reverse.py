@@ -18,6 +18,9 @@ _AUTOGRAD_CANNOT = (
     "Autograd not support dtype",
     "specified up to multiplication by e^{i phi}",  # a gauge: torch refuses
     "no autograd formula was registered",  # a custom op without register_autograd
+    # torch's backward formulas broadcast, which nested tensors refuse (the
+    # gradient of softmax's backward op with respect to the output)
+    "does not support broadcasting when given a NestedTensor",
 )
 
 
