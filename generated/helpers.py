@@ -38,6 +38,7 @@ __all__ = [
     "bce_self_derivative",
     "bce_self_second_derivative",
     "bce_target_derivative",
+    "bias_tangent",
     "cdist_weights",
     "cdist_weights_diff_derivative",
     "cdist_weights_dist_derivative",
@@ -95,6 +96,8 @@ __all__ = [
     "layer_norm_tangent",
     "layer_norm_xhat",
     "linalg_solve_tangent",
+    "linear_bias_grad",
+    "linear_weight_grad",
     "logit_derivative",
     "logsumexp_tangent",
     "logsumexp_weights",
@@ -106,6 +109,8 @@ __all__ = [
     "lu_tangents",
     "lu_unpack_grad",
     "lu_unpack_tangents",
+    "matmul_other_grad",
+    "matmul_self_grad",
     "matrix_exp_differential",
     "mean_tangent",
     "mish_derivative",
@@ -4322,6 +4327,87 @@ def index_reduce_grads(grad, self, dim, index, source, reduce, include_self, res
         self, dim, index, source, reduce, include_self, result
     )
     return [grad * self_w.conj(), grad.index_select(dim, index) * source_w.conj()]
+
+
+def matmul_self_grad(grad, self, other):
+    """The gradient of `self` in matmul(self, other): grad other^H, a 1-d self taken as
+    a row and a 1-d other as a column, summed over the batch dims self was
+    broadcast along. Nested tensors are matched component by component (no
+    broadcasting).
+
+    C++:
+    matmul_self_grad(Tensor grad, Tensor self, Tensor other) -> Tensor
+    """
+    if self.is_nested:
+        return grad.matmul(other.transpose(-2, -1).conj())
+    if self.dim() == 1 and other.dim() == 1:
+        return grad * other.conj()
+    if self.dim() == 1:
+        return unbroadcast(grad.unsqueeze(-2).matmul(other.mH).squeeze(-2), self)
+    if other.dim() == 1:
+        return unbroadcast(grad.unsqueeze(-1) * other.conj(), self)
+    return unbroadcast(grad.matmul(other.mH), self)
+
+
+def matmul_other_grad(grad, self, other):
+    """The gradient of `other` in matmul(self, other): self^H grad, with 1-d operands
+    and batch dims as in `matmul_self_grad`.
+
+    C++:
+    matmul_other_grad(Tensor grad, Tensor self, Tensor other) -> Tensor
+    """
+    if other.is_nested:
+        return self.transpose(-2, -1).conj().matmul(grad)
+    if self.dim() == 1 and other.dim() == 1:
+        return grad * self.conj()
+    if other.dim() == 1:
+        return unbroadcast(self.mH.matmul(grad.unsqueeze(-1)).squeeze(-1), other)
+    if self.dim() == 1:
+        return unbroadcast(self.conj().unsqueeze(-1) * grad.unsqueeze(-2), other)
+    return unbroadcast(self.mH.matmul(grad), other)
+
+
+def linear_weight_grad(grad, input, weight):
+    """The gradient of linear's weight: the sum over rows of grad^T input^H, rows being
+    every leading index (every component's rows, for a nested tensor).
+
+    C++:
+    linear_weight_grad(Tensor grad, Tensor input, Tensor weight) -> Tensor
+    """
+    if grad.is_nested:
+        g = grad.contiguous().values().reshape(-1, weight.size(0))
+        x = input.contiguous().values().reshape(-1, weight.size(1))
+    else:
+        g = grad.reshape(-1, weight.size(0))
+        x = input.reshape(-1, weight.size(1))
+    return g.mT.matmul(x.conj())
+
+
+def linear_bias_grad(grad, bias):
+    """The gradient of linear's bias: grad summed over every row (every component's,
+    for a nested tensor).
+
+    C++:
+    linear_bias_grad(Tensor grad, Tensor bias) -> Tensor
+    """
+    if grad.is_nested:
+        return unbroadcast(
+            grad.contiguous().values().reshape(-1, grad.size(-1)).sum(0), bias
+        )
+    return unbroadcast(grad, bias)
+
+
+def bias_tangent(bias_t, result):
+    """linear's bias tangent in every row of the result: as it is for a dense result
+    (the sum broadcasts it); for a nested one, which takes no broadcasting, rows
+    of ones times diag(bias_t).
+
+    C++:
+    bias_tangent(Tensor bias_t, Tensor result) -> Tensor
+    """
+    if result.is_nested:
+        return torch.nn.functional.linear(torch.ones_like(result), torch.diag(bias_t))
+    return bias_t
 
 
 def split_heads(x, num_head):

@@ -27,6 +27,7 @@ from dualgen.formulas import (
     bce_self_derivative,
     bce_self_second_derivative,
     bce_target_derivative,
+    bias_tangent,
     cdist_weights,
     cdist_weights_diff_derivative,
     cdist_weights_dist_derivative,
@@ -1745,9 +1746,13 @@ def logical_not__default(self_p, self_t, result):
 def _softmax_default(self_p, dim, half_to_float, self_t, result):
     """aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     # functional, derivatives.yaml entry _softmax
-    # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    # result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
-        return result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        return (
+            torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype)
+            if self_p.is_nested
+            else result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        )
     else:
         return None
 
@@ -1775,9 +1780,13 @@ def _log_softmax_default(self_p, dim, half_to_float, self_t, result):
 def softmax_int(self_p, dim, dtype, self_t, result):
     """aten::softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     # functional, derivatives.yaml entry softmax.int
-    # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    # result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
-        return result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        return (
+            torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype)
+            if self_p.is_nested
+            else result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        )
     else:
         return None
 
@@ -10890,9 +10899,13 @@ def _trilinear_default(
 def _safe_softmax_default(self_p, dim, dtype, self_t, result):
     """aten::_safe_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     # functional, derivatives.yaml entry _safe_softmax
-    # result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+    # result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
     if self_t is not None:
-        return result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        return (
+            torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype)
+            if self_p.is_nested
+            else result * (self_t - (result * self_t).sum(dim, keepdim=True))
+        )
     else:
         return None
 
@@ -20491,6 +20504,145 @@ def _pdist_backward_default(
             ).sum(1),
             result,
         )
+    else:
+        return None
+
+
+def _jagged_to_padded_dense_forward_default(
+    values_p, offsets_p, max_lengths, padding_value, values_t, result
+):
+    """aten::_jagged_to_padded_dense_forward(Tensor values, Tensor[] offsets, SymInt[] max_lengths, float padding_value=0.) -> Tensor"""
+    # functional, derivatives.yaml entry _jagged_to_padded_dense_forward
+    # result: torch.ops.aten._jagged_to_padded_dense_forward(values_t, offsets_p, max_lengths, 0.0)
+    if values_t is not None:
+        return torch.ops.aten._jagged_to_padded_dense_forward(
+            values_t, offsets_p, max_lengths, 0.0
+        )
+    else:
+        return None
+
+
+def _padded_dense_to_jagged_forward_default(
+    dense_p, offsets_p, total_L, dense_t, result
+):
+    """aten::_padded_dense_to_jagged_forward(Tensor dense, Tensor[] offsets, SymInt? total_L=None) -> Tensor"""
+    # functional, derivatives.yaml entry _padded_dense_to_jagged_forward
+    # result: auto_linear
+    if dense_t is not None:
+        return torch.ops.aten._padded_dense_to_jagged_forward.default(
+            dense_t, offsets_p, total_L
+        )
+    else:
+        return None
+
+
+def _nested_tensor_from_tensor_list_default(
+    list_p, dtype, layout, device, pin_memory, list_t, result
+):
+    """aten::_nested_tensor_from_tensor_list(Tensor[] list, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_tensor_from_tensor_list
+    # result: auto_linear
+    if list_t is not None:
+        list_t = fill_absent(list_t, list_p)
+        return torch.ops.aten._nested_tensor_from_tensor_list.default(
+            list_t, dtype, layout, device, pin_memory
+        )
+    else:
+        return None
+
+
+def _nested_tensor_from_mask_default(t_p, mask_p, mask_check, t_t, result):
+    """aten::_nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_tensor_from_mask
+    # result: auto_linear
+    if t_t is not None:
+        return torch.ops.aten._nested_tensor_from_mask.default(t_t, mask_p, mask_check)
+    else:
+        return None
+
+
+def _nested_from_padded_default(
+    padded_p, cpu_nested_shape_example_p, fuse_transform_0213, padded_t, result
+):
+    """aten::_nested_from_padded(Tensor padded, Tensor cpu_nested_shape_example, bool fuse_transform_0213=False) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_from_padded
+    # result: auto_linear
+    if padded_t is not None:
+        return torch.ops.aten._nested_from_padded.default(
+            padded_t, cpu_nested_shape_example_p, fuse_transform_0213
+        )
+    else:
+        return None
+
+
+def matmul_default(self_p, other_p, self_t, other_t, result):
+    """aten::matmul(Tensor self, Tensor other) -> Tensor"""
+    # functional, derivatives.yaml entry matmul
+    # result: self_t.matmul(other_p) + self_p.matmul(other_t)
+    if self_t is not None and other_t is not None:
+        return self_t.matmul(other_p) + self_p.matmul(other_t)
+    elif self_t is not None:
+        return conform(self_t.matmul(other_p), result)
+    elif other_t is not None:
+        return conform(self_p.matmul(other_t), result)
+    else:
+        return None
+
+
+def linear_default(input_p, weight_p, bias_p, input_t, weight_t, bias_t, result):
+    """aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    # functional, derivatives.yaml entry linear
+    # result: torch.nn.functional.linear(input_t, weight_p) + torch.nn.functional.linear(input_p, weight_t) + bias_tangent(bias_t, result)
+    if input_t is not None and weight_t is not None and bias_t is not None:
+        return (
+            torch.nn.functional.linear(input_t, weight_p)
+            + torch.nn.functional.linear(input_p, weight_t)
+            + bias_tangent(bias_t, result)
+        )
+    elif input_t is not None and weight_t is not None:
+        return conform(
+            torch.nn.functional.linear(input_t, weight_p)
+            + torch.nn.functional.linear(input_p, weight_t),
+            result,
+        )
+    elif input_t is not None and bias_t is not None:
+        return conform(
+            torch.nn.functional.linear(input_t, weight_p)
+            + bias_tangent(bias_t, result),
+            result,
+        )
+    elif weight_t is not None and bias_t is not None:
+        return conform(
+            torch.nn.functional.linear(input_p, weight_t)
+            + bias_tangent(bias_t, result),
+            result,
+        )
+    elif input_t is not None:
+        return conform(torch.nn.functional.linear(input_t, weight_p), result)
+    elif weight_t is not None:
+        return conform(torch.nn.functional.linear(input_p, weight_t), result)
+    elif bias_t is not None:
+        return conform(bias_tangent(bias_t, result), result)
+    else:
+        return None
+
+
+def values_default(self_p, self_t, result):
+    """aten::values(Tensor(a) self) -> Tensor(a)"""
+    # view, derivatives.yaml entry values
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten.values.default(self_t)
+    else:
+        return None
+
+
+def to_padded_tensor_default(self_p, padding, output_size, self_t, result):
+    """aten::to_padded_tensor(Tensor self, float padding, SymInt[]? output_size=None) -> Tensor"""
+    # functional, derivatives.yaml entry to_padded_tensor
+    # result: self_t.to_padded_tensor(0.0, output_size)
+    if self_t is not None:
+        return self_t.to_padded_tensor(0.0, output_size)
     else:
         return None
 

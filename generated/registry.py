@@ -12133,6 +12133,159 @@ KERNELS[aten._pdist_backward.default] = KernelInfo(
 )
 
 
+KERNELS[aten._jagged_to_padded_dense_forward.default] = KernelInfo(
+    name="_jagged_to_padded_dense_forward",
+    kind="functional",
+    jvp=jvp._jagged_to_padded_dense_forward_default,
+    vjp_kernel="_jagged_to_padded_dense_forward_default",
+    arguments=("values", "offsets", "max_lengths", "padding_value"),
+    outputs=("result",),
+    differentiable_inputs=("values",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_jagged_to_padded_dense_forward.default",
+)
+
+
+KERNELS[aten._padded_dense_to_jagged_forward.default] = KernelInfo(
+    name="_padded_dense_to_jagged_forward",
+    kind="functional",
+    jvp=jvp._padded_dense_to_jagged_forward_default,
+    vjp_kernel="_padded_dense_to_jagged_forward_default",
+    arguments=("dense", "offsets", "total_L"),
+    outputs=("result",),
+    differentiable_inputs=("dense",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_padded_dense_to_jagged_forward.default",
+)
+
+
+KERNELS[aten._nested_tensor_from_tensor_list.default] = KernelInfo(
+    name="_nested_tensor_from_tensor_list",
+    kind="functional",
+    jvp=jvp._nested_tensor_from_tensor_list_default,
+    vjp_kernel="_nested_tensor_from_tensor_list_default",
+    arguments=("list", "dtype", "layout", "device", "pin_memory"),
+    outputs=("result",),
+    differentiable_inputs=("list",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_nested_tensor_from_tensor_list.default",
+)
+
+
+KERNELS[aten._nested_tensor_from_mask.default] = KernelInfo(
+    name="_nested_tensor_from_mask",
+    kind="functional",
+    jvp=jvp._nested_tensor_from_mask_default,
+    vjp_kernel="_nested_tensor_from_mask_default",
+    arguments=("t", "mask", "mask_check"),
+    outputs=("result",),
+    differentiable_inputs=("t",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_nested_tensor_from_mask.default",
+)
+
+
+KERNELS[aten._nested_from_padded.default] = KernelInfo(
+    name="_nested_from_padded",
+    kind="functional",
+    jvp=jvp._nested_from_padded_default,
+    vjp_kernel="_nested_from_padded_default",
+    arguments=("padded", "cpu_nested_shape_example", "fuse_transform_0213"),
+    outputs=("result",),
+    differentiable_inputs=("padded",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_nested_from_padded.default",
+)
+
+
+KERNELS[aten.matmul.default] = KernelInfo(
+    name="matmul",
+    kind="functional",
+    jvp=jvp.matmul_default,
+    vjp_kernel="matmul_default",
+    arguments=("self", "other"),
+    outputs=("result",),
+    differentiable_inputs=("self", "other"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::matmul.default",
+)
+
+
+KERNELS[aten.linear.default] = KernelInfo(
+    name="linear",
+    kind="functional",
+    jvp=jvp.linear_default,
+    vjp_kernel="linear_default",
+    arguments=("input", "weight", "bias"),
+    outputs=("result",),
+    differentiable_inputs=("input", "weight", "bias"),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=True,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::linear.default",
+)
+
+
+KERNELS[aten.values.default] = KernelInfo(
+    name="values",
+    kind="view",
+    jvp=jvp.values_default,
+    vjp_kernel="values_default",
+    arguments=("self",),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::values.default",
+)
+
+
+KERNELS[aten.to_padded_tensor.default] = KernelInfo(
+    name="to_padded_tensor",
+    kind="functional",
+    jvp=jvp.to_padded_tensor_default,
+    vjp_kernel="to_padded_tensor_default",
+    arguments=("self", "padding", "output_size"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::to_padded_tensor.default",
+)
+
+
 KERNELS[aten._weight_norm_interface.default] = KernelInfo(
     name="_weight_norm_interface",
     kind="functional",

@@ -267,7 +267,7 @@ TAYLOR[aten.cat.default] = Linear()
 # stack: result: auto_linear
 TAYLOR[aten.stack.default] = Linear()
 
-# _softmax: result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+# _softmax: result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
 TAYLOR[aten._softmax.default] = ByFormula()
 
 # _masked_softmax: result: result * (self_t - (result * self_t).sum(dim_or_last(dim), keepdim=True))
@@ -276,7 +276,7 @@ TAYLOR[aten._masked_softmax.default] = ByFormula()
 # _log_softmax: result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
 TAYLOR[aten._log_softmax.default] = ByFormula()
 
-# softmax.int: result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+# softmax.int: result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
 TAYLOR[aten.softmax.int] = ByFormula()
 
 # log_softmax.int: result: self_t - (self_t * result.exp()).sum(dim, keepdim=True)
@@ -1232,7 +1232,7 @@ TAYLOR[aten.max_unpool3d.default] = Linear()
 # _trilinear: result: torch.ops.aten._trilinear(i1_t, i2_p, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_t, i3_p, expand1, expand2, expand3, sumdim, unroll_dim) + torch.ops.aten._trilinear(i1_p, i2_p, i3_t, expand1, expand2, expand3, sumdim, unroll_dim)
 TAYLOR[aten._trilinear.default] = Multilinear(("i1", "i2", "i3"))
 
-# _safe_softmax: result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+# _safe_softmax: result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
 TAYLOR[aten._safe_softmax.default] = ByFormula()
 
 # as_strided_scatter: result: torch.where(torch.as_strided_scatter(torch.zeros_like(self_p), torch.ones_like(src_p), size, stride, storage_offset) != 0, torch.as_strided_scatter(torch.zeros_like(self_p, dtype=self_t.dtype), src_t, size, stride, storage_offset), self_t)
@@ -1615,6 +1615,33 @@ TAYLOR[aten._pdist_forward.default] = ByFormula()
 
 # _pdist_backward: result: (pdist_square(grad_t, self_p.shape[0]).unsqueeze(-1) * cdist_weights(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0]))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_diff_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * (self_t.unsqueeze(1) - self_t.unsqueeze(0))).sum(1) + (pdist_square(grad_p, self_p.shape[0]).unsqueeze(-1) * cdist_weights_dist_derivative(self_p.unsqueeze(1) - self_p.unsqueeze(0), p, pdist_square(pdist_p, self_p.shape[0])) * pdist_square(pdist_t, self_p.shape[0]).unsqueeze(-1)).sum(1)
 TAYLOR[aten._pdist_backward.default] = ByFormula()
+
+# _jagged_to_padded_dense_forward: result: torch.ops.aten._jagged_to_padded_dense_forward(values_t, offsets_p, max_lengths, 0.0)
+TAYLOR[aten._jagged_to_padded_dense_forward.default] = Linear()
+
+# _padded_dense_to_jagged_forward: result: auto_linear
+TAYLOR[aten._padded_dense_to_jagged_forward.default] = Linear()
+
+# _nested_tensor_from_tensor_list: result: auto_linear
+TAYLOR[aten._nested_tensor_from_tensor_list.default] = Linear()
+
+# _nested_tensor_from_mask: result: auto_linear
+TAYLOR[aten._nested_tensor_from_mask.default] = Linear()
+
+# _nested_from_padded: result: auto_linear
+TAYLOR[aten._nested_from_padded.default] = Linear()
+
+# matmul: result: self_t.matmul(other_p) + self_p.matmul(other_t)
+TAYLOR[aten.matmul.default] = Multilinear(("self", "other"))
+
+# linear: result: torch.nn.functional.linear(input_t, weight_p) + torch.nn.functional.linear(input_p, weight_t) + bias_tangent(bias_t, result)
+TAYLOR[aten.linear.default] = ByFormula()
+
+# values: result: auto_linear
+TAYLOR[aten.values.default] = Linear()
+
+# to_padded_tensor: result: self_t.to_padded_tensor(0.0, output_size)
+TAYLOR[aten.to_padded_tensor.default] = Linear()
 
 # _weight_norm_interface: result0: v_t * (weight_norm_broadcast(g_p, v_p, dim) / weight_norm_of(v_p, dim)) + v_p * (weight_norm_broadcast(g_t, v_p, dim) / weight_norm_of(v_p, dim)) - v_p * (weight_norm_broadcast(g_p, v_p, dim) * unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim).pow(3))
 # _weight_norm_interface: result1: (unbroadcast(v_p * v_t, weight_norm_of(v_p, dim)) / weight_norm_of(v_p, dim)).reshape_as(result1)

@@ -84,6 +84,8 @@ from dualgen.formulas import (
     index_reduce_grads,
     inverse_permutation,
     linalg_solve_grads,
+    linear_bias_grad,
+    linear_weight_grad,
     logit_derivative,
     logsumexp_weights,
     lstm_layer_derivative,
@@ -92,6 +94,8 @@ from dualgen.formulas import (
     lu_grad,
     lu_solve_grads,
     lu_unpack_grad,
+    matmul_other_grad,
+    matmul_self_grad,
     matrix_exp_differential,
     mish_second_derivative,
     multi_margin_loss_weight_grad,
@@ -8531,6 +8535,120 @@ def _pdist_backward_default(grad_result, grad, self, p, pdist, result):
         ).sum(-1)
     )
     return (grad_grad, self_grad, pdist_grad)
+
+
+def _jagged_to_padded_dense_forward_default(
+    grad, values, offsets, max_lengths, padding_value, result
+):
+    """aten::_jagged_to_padded_dense_forward(Tensor values, Tensor[] offsets, SymInt[] max_lengths, float padding_value=0.) -> Tensor"""
+    # functional, derivatives.yaml entry _jagged_to_padded_dense_forward
+    # values: torch.ops.aten._padded_dense_to_jagged_forward(grad, offsets, values.shape[0])
+    values_grad = torch.ops.aten._padded_dense_to_jagged_forward(
+        grad, offsets, values.shape[0]
+    )
+    return (values_grad,)
+
+
+def _padded_dense_to_jagged_forward_default(grad, dense, offsets, total_L, result):
+    """aten::_padded_dense_to_jagged_forward(Tensor dense, Tensor[] offsets, SymInt? total_L=None) -> Tensor"""
+    # functional, derivatives.yaml entry _padded_dense_to_jagged_forward
+    # dense: torch.complex(torch.ops.aten._jagged_to_padded_dense_forward(grad.real, offsets, [dense.shape[1]], 0.0), torch.ops.aten._jagged_to_padded_dense_forward(grad.imag, offsets, [dense.shape[1]], 0.0)) if grad.is_complex() else torch.ops.aten._jagged_to_padded_dense_forward(grad, offsets, [dense.shape[1]], 0.0)
+    dense_grad = (
+        torch.complex(
+            torch.ops.aten._jagged_to_padded_dense_forward(
+                grad.real, offsets, [dense.shape[1]], 0.0
+            ),
+            torch.ops.aten._jagged_to_padded_dense_forward(
+                grad.imag, offsets, [dense.shape[1]], 0.0
+            ),
+        )
+        if grad.is_complex()
+        else torch.ops.aten._jagged_to_padded_dense_forward(
+            grad, offsets, [dense.shape[1]], 0.0
+        )
+    )
+    return (dense_grad,)
+
+
+def _nested_tensor_from_tensor_list_default(
+    grad, list, dtype, layout, device, pin_memory, result
+):
+    """aten::_nested_tensor_from_tensor_list(Tensor[] list, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_tensor_from_tensor_list
+    # list: grad.unbind()
+    list_grad = grad.unbind()
+    return (list_grad,)
+
+
+def _nested_tensor_from_mask_default(grad, t, mask, mask_check, result):
+    """aten::_nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_tensor_from_mask
+    # t: grad.to_padded_tensor(0.0, t.shape)
+    t_grad = grad.to_padded_tensor(0.0, t.shape)
+    return (t_grad,)
+
+
+def _nested_from_padded_default(
+    grad, padded, cpu_nested_shape_example, fuse_transform_0213, result
+):
+    """aten::_nested_from_padded(Tensor padded, Tensor cpu_nested_shape_example, bool fuse_transform_0213=False) -> Tensor"""
+    # functional, derivatives.yaml entry _nested_from_padded
+    # padded: grad.to_padded_tensor(0.0, [padded.shape[0], padded.shape[2], padded.shape[1] * padded.shape[3]]).view(padded.shape[0], padded.shape[2], padded.shape[1], padded.shape[3]).transpose(1, 2) if fuse_transform_0213 else grad.to_padded_tensor(0.0, padded.shape)
+    padded_grad = (
+        grad.to_padded_tensor(
+            0.0, [padded.shape[0], padded.shape[2], padded.shape[1] * padded.shape[3]]
+        )
+        .view(padded.shape[0], padded.shape[2], padded.shape[1], padded.shape[3])
+        .transpose(1, 2)
+        if fuse_transform_0213
+        else grad.to_padded_tensor(0.0, padded.shape)
+    )
+    return (padded_grad,)
+
+
+def matmul_default(grad, self, other, result):
+    """aten::matmul(Tensor self, Tensor other) -> Tensor"""
+    # functional, derivatives.yaml entry matmul
+    # self: matmul_self_grad(grad, self, other)
+    self_grad = matmul_self_grad(grad, self, other)
+    # other: matmul_other_grad(grad, self, other)
+    other_grad = matmul_other_grad(grad, self, other)
+    return (self_grad, other_grad)
+
+
+def linear_default(grad, input, weight, bias, result):
+    """aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    # functional, derivatives.yaml entry linear
+    # input: torch.nn.functional.linear(grad, weight.mT.conj().contiguous())
+    input_grad = torch.nn.functional.linear(grad, weight.mT.conj().contiguous())
+    # weight: linear_weight_grad(grad, input, weight)
+    weight_grad = linear_weight_grad(grad, input, weight)
+    # bias: None if bias is None else linear_bias_grad(grad, bias)
+    bias_grad = None if bias is None else linear_bias_grad(grad, bias)
+    return (input_grad, weight_grad, bias_grad)
+
+
+def values_default(grad, self, result):
+    """aten::values(Tensor(a) self) -> Tensor(a)"""
+    # view, derivatives.yaml entry values
+    # self: torch.ops.aten._nested_view_from_buffer(grad.contiguous(), torch.ops.aten._nested_tensor_size(self), torch.ops.aten._nested_tensor_strides(self), torch.ops.aten._nested_tensor_storage_offsets(self))
+    self_grad = torch.ops.aten._nested_view_from_buffer(
+        grad.contiguous(),
+        torch.ops.aten._nested_tensor_size(self),
+        torch.ops.aten._nested_tensor_strides(self),
+        torch.ops.aten._nested_tensor_storage_offsets(self),
+    )
+    return (self_grad,)
+
+
+def to_padded_tensor_default(grad, self, padding, output_size, result):
+    """aten::to_padded_tensor(Tensor self, float padding, SymInt[]? output_size=None) -> Tensor"""
+    # functional, derivatives.yaml entry to_padded_tensor
+    # self: torch.ops.aten._nested_from_padded(grad, torch.ops.aten._nested_tensor_size(self))
+    self_grad = torch.ops.aten._nested_from_padded(
+        grad, torch.ops.aten._nested_tensor_size(self)
+    )
+    return (self_grad,)
 
 
 def _weight_norm_interface_default(grads, v, g, dim, result0, result1):

@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import (
 
 from . import checkpointing, functions, tensor_hooks, torch_features
 from .backend import kernel_backend
+from .dispatch import jagged
 from .dispatch.higher_order import flex_attention_as_before, flex_attention_uncompiled
 from .dispatch.mode import DualMode, alias
 from .dual_checks import check_dual
@@ -139,6 +140,8 @@ def make_dual(
     is copied into the primal's layout.
     """
     lvl = current_level(level)
+    if jagged.is_jagged(tensor):
+        return _make_jagged_dual(tensor, tangent, lvl)
     hot_path = hot_path_state.make_dual
     if hot_path is not None:
         dual = hot_path(tensor, tangent, lvl)
@@ -158,6 +161,8 @@ def unpack_dual(
     if not STATE.levels:
         return UnpackedDualTensor(tensor, None)
     lvl = current_level(level)
+    if jagged.is_jagged(tensor):
+        return _unpack_jagged_dual(tensor, lvl)
     hot_path = hot_path_state.unpack_dual
     if hot_path is not None:
         unpacked = hot_path(tensor, lvl)
@@ -174,3 +179,20 @@ def unpack_dual(
     mark_forward_root(primal, lvl)
     set_tangent(primal, lvl, None)
     return UnpackedDualTensor(primal, tangent)
+
+
+def _make_jagged_dual(tensor: torch.Tensor, tangent: torch.Tensor, lvl) -> torch.Tensor:
+    """A jagged nested tensor's tangent lives on its values (dispatch/jagged.py):
+    the dual wraps the values made dual, with the primal's offsets."""
+    torch_features.require("nested")
+    jagged.check_same_structure(tensor, tangent)
+    values = make_dual(tensor.values(), tangent.values(), level=lvl.index)
+    return jagged.with_values(tensor, values)
+
+
+def _unpack_jagged_dual(tensor: torch.Tensor, lvl) -> UnpackedDualTensor:
+    primal_values, tangent_values = unpack_dual(tensor.values(), level=lvl.index)
+    tangent = None
+    if tangent_values is not None:
+        tangent = jagged.with_values(tensor, tangent_values)
+    return UnpackedDualTensor(jagged.with_values(tensor, primal_values), tangent)

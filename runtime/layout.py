@@ -76,6 +76,8 @@ def conform_layout(
     primal's dtype, layout and bits (views of it then match views of the
     primal). `fresh`: the tangent is another tensor's, so one that would be kept
     is copied into new memory of the same layout and dtype instead."""
+    if primal.is_nested:  # (strided: a tangent of the same components, as it is)
+        return tangent.clone() if fresh else tangent
     if type(primal) is not torch.Tensor:
         placed = _placed_like(tangent, primal)
         if placed is not None:

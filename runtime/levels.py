@@ -70,6 +70,11 @@ class SavedOutputs:
 def geometry(t: torch.Tensor) -> tuple:
     """Where and how t's elements lie (its first element's address includes the
     storage offset): a saved output rebuilt by autograd has the same."""
+    if t.is_nested:  # (no single shape: each component's)
+        sizes = torch.ops.aten._nested_tensor_size(t).tolist()
+        strides = torch.ops.aten._nested_tensor_strides(t).tolist()
+        rows = tuple(map(tuple, sizes)), tuple(map(tuple, strides))
+        return (t.data_ptr(), *rows, t.dtype)
     return (t.data_ptr(), t.shape, t.stride(), t.dtype)
 
 

@@ -36,6 +36,7 @@ FEATURES = {
     "functional": "dualgen.functional",
     "collectives": "dualgen's forward AD through torch.distributed collectives",
     "dtensor": "dualgen's DTensor tangents",
+    "nested": "dualgen's tangents of jagged nested tensors (torch.nested)",
     "taylor": "dualgen.jet and dualgen.operators (Taylor mode)",
 }
 

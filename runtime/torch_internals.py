@@ -21,6 +21,7 @@ from .torch_probes import (
     function_class_fields,
     has,
     in_dict,
+    jagged_fields,
     op,
     parameter,
     resolve,
@@ -492,6 +493,16 @@ def _entries() -> list[Internal]:
             ("dtensor",),
             "a DTensor's tangent is placed like its primal",
         )
+    # jagged nested tensors: their tangents live on their values (dispatch/jagged.py)
+    _NESTED = "torch.nested._internal.nested_tensor"
+    add(f"{_NESTED}.NestedTensor", None, ("nested",),
+        "the jagged layout's tensor subclass, whose ops the mode leaves to it")  # fmt: skip
+    add(f"{_NESTED}.NestedTensor's fields", jagged_fields, ("nested",),
+        "a jagged tensor's values and the structure a tangent shares")  # fmt: skip
+    add(f"{_NESTED}._nt_view_dummy", None, ("nested",),
+        "the placeholder torch's view of values as a jagged tensor takes")  # fmt: skip
+    add("torch.ops.aten._nested_view_from_jagged", op("aten", "_nested_view_from_jagged", "default"),
+        ("nested",), "a jagged tensor as a view of its values")  # fmt: skip
     # Taylor mode: a series is a tensor subclass that vmap batches
     add_each(
         "torch._functorch.pyfunctorch",

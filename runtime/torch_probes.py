@@ -108,3 +108,22 @@ def op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
 
 def c10d_op(namespace: str, name: str, overload: str) -> Callable[[], bool]:
     return lambda: distributed() and op(namespace, name, overload)()
+
+
+def jagged_fields() -> bool:
+    """A jagged nested tensor keeps its values, offsets, lengths, ragged
+    dimension and sequence-length bounds in these attributes (declared on the
+    class: making one would import and log more than a probe should)."""
+    declared = resolve(
+        "torch.nested._internal.nested_tensor.NestedTensor"
+    ).__annotations__
+    return all(
+        name in declared
+        for name in (
+            "_values",
+            "_offsets",
+            "_lengths",
+            "_ragged_idx",
+            "_metadata_cache",
+        )
+    )

@@ -236,6 +236,7 @@ at::Tensor bce_self_second_derivative(
     const at::Tensor& target,
     const at::Tensor& weight);
 at::Tensor bce_target_derivative(const at::Tensor& self, const at::Tensor& weight);
+at::Tensor bias_tangent(const at::Tensor& bias_t, const at::Tensor& result);
 int64_t block_count(int64_t n, int64_t block);
 int64_t block_length(int64_t n, int64_t start, int64_t block);
 at::Tensor bool_mask(
@@ -815,6 +816,11 @@ at::Tensor linalg_solve_tangent(
     const at::Tensor& B,
     const at::Tensor& result,
     bool left);
+at::Tensor linear_bias_grad(const at::Tensor& grad, const at::Tensor& bias);
+at::Tensor linear_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight);
 at::Tensor logit_derivative(const at::Tensor& self, std::optional<double> eps);
 at::Tensor logsumexp_tangent(
     const at::Tensor& self_t,
@@ -892,6 +898,14 @@ at::Tensor masked_tile(
     const at::Tensor& attn_mask,
     bool is_causal,
     int64_t diagonal);
+at::Tensor matmul_other_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& other);
+at::Tensor matmul_self_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& other);
 at::Tensor matrix_exp_differential(
     const at::Tensor& A,
     const at::Tensor& E,

@@ -761,6 +761,21 @@ void bind_formulas(pybind11::module_& m) {
   m.def("index_reduce_grads", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& self, int64_t dim, const std::optional<at::Tensor>& index, const std::optional<at::Tensor>& source, const std::string& reduce, bool include_self, const std::optional<at::Tensor>& result) {
     return index_reduce_grads(binding::tensor(grad), binding::tensor(self), dim, binding::tensor(index), binding::tensor(source), reduce, include_self, binding::tensor(result));
   }, py::arg("grad"), py::arg("self"), py::arg("dim"), py::arg("index"), py::arg("source"), py::arg("reduce"), py::arg("include_self"), py::arg("result"));
+  m.def("matmul_self_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& other) {
+    return matmul_self_grad(binding::tensor(grad), binding::tensor(self), binding::tensor(other));
+  }, py::arg("grad"), py::arg("self"), py::arg("other"));
+  m.def("matmul_other_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& self, const std::optional<at::Tensor>& other) {
+    return matmul_other_grad(binding::tensor(grad), binding::tensor(self), binding::tensor(other));
+  }, py::arg("grad"), py::arg("self"), py::arg("other"));
+  m.def("linear_weight_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight) {
+    return linear_weight_grad(binding::tensor(grad), binding::tensor(input), binding::tensor(weight));
+  }, py::arg("grad"), py::arg("input"), py::arg("weight"));
+  m.def("linear_bias_grad", [](const std::optional<at::Tensor>& grad, const std::optional<at::Tensor>& bias) {
+    return linear_bias_grad(binding::tensor(grad), binding::tensor(bias));
+  }, py::arg("grad"), py::arg("bias"));
+  m.def("bias_tangent", [](const std::optional<at::Tensor>& bias_t, const std::optional<at::Tensor>& result) {
+    return bias_tangent(binding::tensor(bias_t), binding::tensor(result));
+  }, py::arg("bias_t"), py::arg("result"));
   m.def("split_heads", [](const std::optional<at::Tensor>& x, int64_t num_head) {
     return split_heads(binding::tensor(x), num_head);
   }, py::arg("x"), py::arg("num_head"));

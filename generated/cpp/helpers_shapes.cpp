@@ -162,4 +162,77 @@ TensorList index_reduce_grads(
   return TensorList{grad * self_w.conj(), grad.index_select(dim, index) * source_w.conj()};
 }
 
+// matmul_self_grad(Tensor grad, Tensor self, Tensor other) -> Tensor
+at::Tensor matmul_self_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& other) {
+  if (self.is_nested()) {
+    return grad.matmul(other.transpose(-2, -1).conj());
+  }
+  if (self.dim() == 1 && other.dim() == 1) {
+    return grad * other.conj();
+  }
+  if (self.dim() == 1) {
+    return unbroadcast(grad.unsqueeze(-2).matmul(other.mH()).squeeze(-2), self);
+  }
+  if (other.dim() == 1) {
+    return unbroadcast(grad.unsqueeze(-1) * other.conj(), self);
+  }
+  return unbroadcast(grad.matmul(other.mH()), self);
+}
+
+// matmul_other_grad(Tensor grad, Tensor self, Tensor other) -> Tensor
+at::Tensor matmul_other_grad(
+    const at::Tensor& grad,
+    const at::Tensor& self,
+    const at::Tensor& other) {
+  if (other.is_nested()) {
+    return self.transpose(-2, -1).conj().matmul(grad);
+  }
+  if (self.dim() == 1 && other.dim() == 1) {
+    return grad * self.conj();
+  }
+  if (other.dim() == 1) {
+    return unbroadcast(self.mH().matmul(grad.unsqueeze(-1)).squeeze(-1), other);
+  }
+  if (self.dim() == 1) {
+    return unbroadcast(self.conj().unsqueeze(-1) * grad.unsqueeze(-2), other);
+  }
+  return unbroadcast(self.mH().matmul(grad), other);
+}
+
+// linear_weight_grad(Tensor grad, Tensor input, Tensor weight) -> Tensor
+at::Tensor linear_weight_grad(
+    const at::Tensor& grad,
+    const at::Tensor& input,
+    const at::Tensor& weight) {
+  at::Tensor g;
+  at::Tensor x;
+  if (grad.is_nested()) {
+    g = grad.contiguous().values().reshape(std::vector<int64_t>{-1, weight.size(0)});
+    x = input.contiguous().values().reshape(std::vector<int64_t>{-1, weight.size(1)});
+  } else {
+    g = grad.reshape(std::vector<int64_t>{-1, weight.size(0)});
+    x = input.reshape(std::vector<int64_t>{-1, weight.size(1)});
+  }
+  return g.mT().matmul(x.conj());
+}
+
+// linear_bias_grad(Tensor grad, Tensor bias) -> Tensor
+at::Tensor linear_bias_grad(const at::Tensor& grad, const at::Tensor& bias) {
+  if (grad.is_nested()) {
+    return unbroadcast(grad.contiguous().values().reshape(std::vector<int64_t>{-1, grad.size(-1)}).sum(at::IntArrayRef{0}), bias);
+  }
+  return unbroadcast(grad, bias);
+}
+
+// bias_tangent(Tensor bias_t, Tensor result) -> Tensor
+at::Tensor bias_tangent(const at::Tensor& bias_t, const at::Tensor& result) {
+  if (result.is_nested()) {
+    return at::linear(at::ones_like(result), at::diag(bias_t));
+  }
+  return bias_t;
+}
+
 }  // namespace dualgen::formulas

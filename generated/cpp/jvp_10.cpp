@@ -1012,6 +1012,22 @@ Results _cudnn_rnn_default(const Values& args, const Values& tangents, const Val
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(None), dualgen::value(None)};
 }
 
+// aten::_jagged_to_padded_dense_forward(Tensor values, Tensor[] offsets, SymInt[] max_lengths, float padding_value=0.) -> Tensor
+// functional, derivatives.yaml entry _jagged_to_padded_dense_forward
+Results _jagged_to_padded_dense_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor values_p = unpack<at::Tensor>(args[0]);
+  const TensorList offsets_p = unpack<TensorList>(args[1]);
+  const std::vector<int64_t> max_lengths = unpack<std::vector<int64_t>>(args[2]);
+  const double padding_value = unpack<double>(args[3]);
+  at::Tensor values_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.ops.aten._jagged_to_padded_dense_forward(values_t, offsets_p, max_lengths, 0.0)
+  if (present(values_t)) {
+    return {dualgen::value(at::_ops::_jagged_to_padded_dense_forward::call(values_t, offsets_p, symint_list(max_lengths), 0.0))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_10(Registry& registry) {
   registry.add("aten::sin.default", &sin_default);
   registry.add("aten::sin_.default", &sin__default);
@@ -1063,6 +1079,7 @@ void register_shard_10(Registry& registry) {
   registry.add("aten::poisson.default", &poisson_default);
   registry.add("aten::_scaled_dot_product_flash_attention.default", &_scaled_dot_product_flash_attention_default);
   registry.add("aten::_cudnn_rnn.default", &_cudnn_rnn_default);
+  registry.add("aten::_jagged_to_padded_dense_forward.default", &_jagged_to_padded_dense_forward_default);
 }
 
 }  // namespace dualgen::jvp

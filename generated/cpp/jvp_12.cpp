@@ -582,6 +582,21 @@ Results _thnn_fused_lstm_cell_backward_impl_default(const Values& args, const Va
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
+// aten::_nested_tensor_from_mask(Tensor t, Tensor mask, bool mask_check=True) -> Tensor
+// functional, derivatives.yaml entry _nested_tensor_from_mask
+Results _nested_tensor_from_mask_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor t_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor mask_p = unpack<at::Tensor>(args[1]);
+  const bool mask_check = unpack<bool>(args[2]);
+  at::Tensor t_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(t_t)) {
+    return {dualgen::value(at::_ops::_nested_tensor_from_mask::call(t_t, mask_p, mask_check))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)
 // functional, derivatives.yaml entry _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
 Results _fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -630,6 +645,7 @@ void register_shard_12(Registry& registry) {
   registry.add("aten::as_strided_.default", &as_strided__default);
   registry.add("aten::lift.default", &lift_default);
   registry.add("aten::_thnn_fused_lstm_cell_backward_impl.default", &_thnn_fused_lstm_cell_backward_impl_default);
+  registry.add("aten::_nested_tensor_from_mask.default", &_nested_tensor_from_mask_default);
   registry.add("aten::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default", &_fake_quantize_per_tensor_affine_cachemask_tensor_qparams_default);
 }
 

@@ -145,9 +145,9 @@ Results softmax_int(const Values& args, const Values& tangents, const Values& ou
   const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+  // result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
   if (present(self_t)) {
-    return {dualgen::value(result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
+    return {dualgen::value(self_p.is_nested() ? at::_ops::_softmax_backward_data::call(self_t, result, dim, result.scalar_type()) : result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
   }
   return {dualgen::value(None)};
 }
@@ -971,6 +971,24 @@ Results mkldnn_rnn_layer_backward_default(const Values& args, const Values& tang
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t), dualgen::value(result3_t), dualgen::value(result4_t), dualgen::value(result5_t), dualgen::value(result6_t)};
 }
 
+// aten::_nested_tensor_from_tensor_list(Tensor[] list, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor
+// functional, derivatives.yaml entry _nested_tensor_from_tensor_list
+Results _nested_tensor_from_tensor_list_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const TensorList list_p = unpack<TensorList>(args[0]);
+  const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[1]);
+  const std::optional<at::Layout> layout = unpack<std::optional<at::Layout>>(args[2]);
+  const std::optional<at::Device> device = unpack<std::optional<at::Device>>(args[3]);
+  const std::optional<bool> pin_memory = unpack<std::optional<bool>>(args[4]);
+  TensorList list_t = unpack<TensorList>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(list_t)) {
+    list_t = fill_absent(list_t, list_p);
+    return {dualgen::value(at::_ops::_nested_tensor_from_tensor_list::call(list_t, dtype, layout, device, pin_memory))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)
 // functional, derivatives.yaml entry _weight_norm_interface
 Results _weight_norm_interface_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1103,6 +1121,7 @@ void register_shard_13(Registry& registry) {
   registry.add("aten::_upsample_lanczos2d_aa.default", &_upsample_lanczos2d_aa_default);
   registry.add("aten::_foreach_pow.ScalarList", &_foreach_pow_ScalarList);
   registry.add("aten::mkldnn_rnn_layer_backward.default", &mkldnn_rnn_layer_backward_default);
+  registry.add("aten::_nested_tensor_from_tensor_list.default", &_nested_tensor_from_tensor_list_default);
   registry.add("aten::_weight_norm_interface.default", &_weight_norm_interface_default);
   registry.add("aten::_fake_quantize_learnable_per_tensor_affine.default", &_fake_quantize_learnable_per_tensor_affine_default);
   registry.add("aten::rand_like.generator", &rand_like_generator);

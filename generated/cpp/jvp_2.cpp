@@ -757,6 +757,40 @@ Results _pdist_forward_default(const Values& args, const Values& tangents, const
   return {dualgen::value(None)};
 }
 
+// aten::matmul(Tensor self, Tensor other) -> Tensor
+// functional, derivatives.yaml entry matmul
+Results matmul_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor other_p = unpack<at::Tensor>(args[1]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor other_t = unpack<at::Tensor>(tangents[1]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: self_t.matmul(other_p) + self_p.matmul(other_t)
+  if (present(self_t) && present(other_t)) {
+    return {dualgen::value(self_t.matmul(other_p) + self_p.matmul(other_t))};
+  } else if (present(self_t)) {
+    return {dualgen::value(conform(self_t.matmul(other_p), result))};
+  } else if (present(other_t)) {
+    return {dualgen::value(conform(self_p.matmul(other_t), result))};
+  }
+  return {dualgen::value(None)};
+}
+
+// aten::to_padded_tensor(Tensor self, float padding, SymInt[]? output_size=None) -> Tensor
+// functional, derivatives.yaml entry to_padded_tensor
+Results to_padded_tensor_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const double padding = unpack<double>(args[1]);
+  const OptionalInts output_size = unpack<OptionalInts>(args[2]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: self_t.to_padded_tensor(0.0, output_size)
+  if (present(self_t)) {
+    return {dualgen::value(self_t.to_padded_tensor(0.0, output_size))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_2(Registry& registry) {
   registry.add("aten::sinh.default", &sinh_default);
   registry.add("aten::sinh_.default", &sinh__default);
@@ -798,6 +832,8 @@ void register_shard_2(Registry& registry) {
   registry.add("aten::_flash_attention_forward.default", &_flash_attention_forward_default);
   registry.add("aten::_ctc_loss.default", &_ctc_loss_default);
   registry.add("aten::_pdist_forward.default", &_pdist_forward_default);
+  registry.add("aten::matmul.default", &matmul_default);
+  registry.add("aten::to_padded_tensor.default", &to_padded_tensor_default);
 }
 
 }  // namespace dualgen::jvp

@@ -1128,6 +1128,35 @@ Results _pdist_backward_default(const Values& args, const Values& tangents, cons
   return {dualgen::value(None)};
 }
 
+// aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+// functional, derivatives.yaml entry linear
+Results linear_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor input_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor weight_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor bias_p = unpack<at::Tensor>(args[2]);
+  at::Tensor input_t = unpack<at::Tensor>(tangents[0]);
+  at::Tensor weight_t = unpack<at::Tensor>(tangents[1]);
+  at::Tensor bias_t = unpack<at::Tensor>(tangents[2]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: torch.nn.functional.linear(input_t, weight_p) + torch.nn.functional.linear(input_p, weight_t) + bias_tangent(bias_t, result)
+  if (present(input_t) && present(weight_t) && present(bias_t)) {
+    return {dualgen::value(at::linear(input_t, weight_p) + at::linear(input_p, weight_t) + bias_tangent(bias_t, result))};
+  } else if (present(input_t) && present(weight_t)) {
+    return {dualgen::value(conform(at::linear(input_t, weight_p) + at::linear(input_p, weight_t), result))};
+  } else if (present(input_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::linear(input_t, weight_p) + bias_tangent(bias_t, result), result))};
+  } else if (present(weight_t) && present(bias_t)) {
+    return {dualgen::value(conform(at::linear(input_p, weight_t) + bias_tangent(bias_t, result), result))};
+  } else if (present(input_t)) {
+    return {dualgen::value(conform(at::linear(input_t, weight_p), result))};
+  } else if (present(weight_t)) {
+    return {dualgen::value(conform(at::linear(input_p, weight_t), result))};
+  } else if (present(bias_t)) {
+    return {dualgen::value(conform(bias_tangent(bias_t, result), result))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_3(Registry& registry) {
   registry.add("aten::tanh.default", &tanh_default);
   registry.add("aten::tanh_.default", &tanh__default);
@@ -1181,6 +1210,7 @@ void register_shard_3(Registry& registry) {
   registry.add("aten::grid_sampler_2d_backward.default", &grid_sampler_2d_backward_default);
   registry.add("aten::grid_sampler_3d_backward.default", &grid_sampler_3d_backward_default);
   registry.add("aten::_pdist_backward.default", &_pdist_backward_default);
+  registry.add("aten::linear.default", &linear_default);
 }
 
 }  // namespace dualgen::jvp

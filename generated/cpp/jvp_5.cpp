@@ -1189,6 +1189,21 @@ Results _pack_padded_sequence_default(const Values& args, const Values& tangents
   return {dualgen::value(result0_t), dualgen::value(None)};
 }
 
+// aten::_nested_from_padded(Tensor padded, Tensor cpu_nested_shape_example, bool fuse_transform_0213=False) -> Tensor
+// functional, derivatives.yaml entry _nested_from_padded
+Results _nested_from_padded_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor padded_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor cpu_nested_shape_example_p = unpack<at::Tensor>(args[1]);
+  const bool fuse_transform_0213 = unpack<bool>(args[2]);
+  at::Tensor padded_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(padded_t)) {
+    return {dualgen::value(at::_ops::_nested_from_padded::call(padded_t, cpu_nested_shape_example_p, fuse_transform_0213))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor
 // functional, derivatives.yaml entry _grouped_mm
 Results _grouped_mm_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1284,6 +1299,7 @@ void register_shard_5(Registry& registry) {
   registry.add("aten::_embedding_bag.default", &_embedding_bag_default);
   registry.add("aten::_embedding_bag_backward.default", &_embedding_bag_backward_default);
   registry.add("aten::_pack_padded_sequence.default", &_pack_padded_sequence_default);
+  registry.add("aten::_nested_from_padded.default", &_nested_from_padded_default);
   registry.add("aten::_grouped_mm.default", &_grouped_mm_default);
   registry.add("aten::randn_like.generator", &randn_like_generator);
 }

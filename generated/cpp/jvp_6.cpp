@@ -632,6 +632,19 @@ Results _cdist_forward_default(const Values& args, const Values& tangents, const
   return {dualgen::value(None)};
 }
 
+// aten::values(Tensor(a) self) -> Tensor(a)
+// view, derivatives.yaml entry values
+Results values_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::values::call(self_t))};
+  }
+  return {dualgen::value(None)};
+}
+
 void register_shard_6(Registry& registry) {
   registry.add("aten::abs.default", &abs_default);
   registry.add("aten::abs_.default", &abs__default);
@@ -664,6 +677,7 @@ void register_shard_6(Registry& registry) {
   registry.add("aten::norm.ScalarOpt_dtype", &norm_ScalarOpt_dtype);
   registry.add("aten::_scaled_dot_product_efficient_attention.default", &_scaled_dot_product_efficient_attention_default);
   registry.add("aten::_cdist_forward.default", &_cdist_forward_default);
+  registry.add("aten::values.default", &values_default);
 }
 
 }  // namespace dualgen::jvp

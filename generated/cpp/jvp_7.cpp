@@ -148,9 +148,9 @@ Results _softmax_default(const Values& args, const Values& tangents, const Value
   const bool half_to_float = unpack<bool>(args[2]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+  // result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
   if (present(self_t)) {
-    return {dualgen::value(result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
+    return {dualgen::value(self_p.is_nested() ? at::_ops::_softmax_backward_data::call(self_t, result, dim, result.scalar_type()) : result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
   }
   return {dualgen::value(None)};
 }
@@ -561,6 +561,21 @@ Results _embedding_bag_per_sample_weights_backward_default(const Values& args, c
   return {dualgen::value(None)};
 }
 
+// aten::_padded_dense_to_jagged_forward(Tensor dense, Tensor[] offsets, SymInt? total_L=None) -> Tensor
+// functional, derivatives.yaml entry _padded_dense_to_jagged_forward
+Results _padded_dense_to_jagged_forward_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor dense_p = unpack<at::Tensor>(args[0]);
+  const TensorList offsets_p = unpack<TensorList>(args[1]);
+  const std::optional<int64_t> total_L = unpack<std::optional<int64_t>>(args[2]);
+  at::Tensor dense_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(dense_t)) {
+    return {dualgen::value(at::_ops::_padded_dense_to_jagged_forward::call(dense_t, offsets_p, total_L))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor
 // functional, derivatives.yaml entry randint_like.low_dtype
 Results randint_like_low_dtype(const Values& args, const Values& tangents, const Values& outputs) {
@@ -608,6 +623,7 @@ void register_shard_7(Registry& registry) {
   registry.add("aten::conv_tbc.default", &conv_tbc_default);
   registry.add("aten::_foreach_minimum.ScalarList", &_foreach_minimum_ScalarList);
   registry.add("aten::_embedding_bag_per_sample_weights_backward.default", &_embedding_bag_per_sample_weights_backward_default);
+  registry.add("aten::_padded_dense_to_jagged_forward.default", &_padded_dense_to_jagged_forward_default);
   registry.add("aten::randint_like.low_dtype", &randint_like_low_dtype);
 }
 

@@ -869,9 +869,9 @@ Results _safe_softmax_default(const Values& args, const Values& tangents, const 
   const std::optional<at::ScalarType> dtype = unpack<std::optional<at::ScalarType>>(args[2]);
   at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
   const at::Tensor result = unpack<at::Tensor>(outputs[0]);
-  // result: result * (self_t - (result * self_t).sum(dim, keepdim=True))
+  // result: torch.ops.aten._softmax_backward_data(self_t, result, dim, result.dtype) if self_p.is_nested else result * (self_t - (result * self_t).sum(dim, keepdim=True))
   if (present(self_t)) {
-    return {dualgen::value(result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
+    return {dualgen::value(self_p.is_nested() ? at::_ops::_softmax_backward_data::call(self_t, result, dim, result.scalar_type()) : result * (self_t - (result * self_t).sum(at::IntArrayRef{dim}, true)))};
   }
   return {dualgen::value(None)};
 }

@@ -61,6 +61,7 @@ from ..tangents import (
     tangent_of,
     tensors_in,
 )
+from . import jagged
 from .decompositions import has_decomposition
 from .higher_order import dispatch_higher_order, is_higher_order
 from .inplace import (
@@ -178,8 +179,10 @@ class DualMode(TorchDispatchMode):
         if STATE.pending:
             resolve_pending()  # an earlier op's tangents (tracked.defer_formula)
         kwargs = kwargs or {}
-        tensors = tensor_arguments(args, kwargs)
         subclass_op = _dispatches_itself(types)
+        if subclass_op and jagged.any_jagged(args, kwargs):
+            return _jagged_op(self, func, types, args, kwargs)
+        tensors = tensor_arguments(args, kwargs)
         if subclass_op is not STATE.subclass_op:
             previous, STATE.subclass_op = STATE.subclass_op, subclass_op
             try:
@@ -338,6 +341,26 @@ def _deferring(mode, func, args, kwargs):
         STATE.defer_next = False
 
 
+def _jagged_op(mode, func, types, args, kwargs):
+    """An op with a jagged nested tensor: their tangents live on their values
+    (jagged.py), so the subclass runs it, its ops on values coming back here.
+    Where autograd records, so do they: the tangents they give are then
+    differentiable (forward over reverse), as the subclass's own graph, above,
+    is not."""
+    previous, STATE.subclass_op = STATE.subclass_op, True
+    _push_mode(mode)
+    try:
+        if jagged.reads_values(func):
+            return jagged.values_alias(args[0] if args else kwargs["self"])
+        if autograd_records(args, tuple(kwargs.values())):
+            with autograd_enabled():
+                return jagged.run(func, types, args, kwargs)
+        return jagged.run(func, types, args, kwargs)
+    finally:
+        _pop_mode()
+        STATE.subclass_op = previous
+
+
 def _any_lazy_view(tensors) -> bool:
     for t in tensors:
         if t.is_complex() or t.is_neg():
@@ -374,7 +397,10 @@ def _missing_rule(mode, func, args, kwargs, level):
         # Autograd adds a gradient to an efficient zero tensor through
         # torch._refs.add, which reaches prims: run the prim as its aten twin.
         return _dispatch_at(mode, twin, args, kwargs, level)
-    if has_decomposition(func):
+    if has_decomposition(func) and not any(
+        t.is_nested for t in tensor_arguments(args, kwargs)
+    ):
+        # (On nested tensors torch runs a kernel of its own, not the decomposition.)
         # A composite op reached us below its usual decomposition (autograd's
         # zero tensors call `to` directly): run its aten ops through the mode.
         with mode:

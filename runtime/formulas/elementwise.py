@@ -62,6 +62,12 @@ def conform(
     if tangent is None or result is None:
         return None
     tangent = as_real_like(tangent, result)
+    if tangent.is_nested or result.is_nested:
+        # (A nested tensor has no shape: an op's nested tangent has its output's
+        # components; a dense one is broadcast into them.)
+        if tangent.is_nested:
+            return tangent
+        return torch.zeros_like(result, dtype=tangent.dtype) + tangent
     if tangent.shape == result.shape:
         return tangent
     if isinstance(tangent, JetTensor):

@@ -82,7 +82,7 @@ def describe(op):
     Python path must (a user rule, a kernel table under test, an op without a
     generated C++ kernel, an in-place op whose self is not differentiable or
     that returns more than self)."""
-    if rules.under_test() or rules.has_user_rule(op):
+    if rules.under_test() or rules.has_user_rule(op) or _makes_nested(op):
         return None
     info = rules.generated_kernels().get(op)
     if info is None or info.cpp_kernel is None:
@@ -109,6 +109,14 @@ def describe(op):
         view_form(op) if inplace and torch.Tag.inplace_view in op.tags else None,
         front_when_recorded(op, info.kind, rule.uses_outputs),
     )
+
+
+def _makes_nested(op) -> bool:
+    """torch's nested-tensor family (`_nested_tensor_from_tensor_list`,
+    `_nested_from_padded`, ...): ops that make nested tensors from plain ones,
+    which the hot path, computing with plain strided tensors, would not know
+    for nested until it had run the op. (On nested arguments it declines.)"""
+    return op._schema.name.startswith("aten::_nested_")
 
 
 # What the front kernel does where autograd records an op (front_when_recorded).

@@ -358,3 +358,55 @@ def test_resize_tangent_grows_the_memory_in_place():
     assert got is view_t and got.shape == (10,)
     assert got.untyped_storage().data_ptr() == base_t.untyped_storage().data_ptr()
     close(got, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("self_shape", "other_shape"),
+    [((2, 3, 4), (4, 5)), ((4,), (2, 4, 3)), ((3, 4), (4,)), ((4,), (4,)),
+     ((1, 3, 4), (2, 4, 2))],
+)  # fmt: skip
+def test_matmul_grads_are_autograds(dtype, self_shape, other_shape):
+    a = torch.randn(self_shape, dtype=dtype)
+    b = torch.randn(other_shape, dtype=dtype)
+    grad = torch.randn(torch.matmul(a, b).shape, dtype=dtype)
+    expected = vjp(torch.matmul, [a, b], grad)
+    close(F.matmul_self_grad(grad, a, b), expected[0])
+    close(F.matmul_other_grad(grad, a, b), expected[1])
+
+
+def test_matmul_grads_of_nested_tensors_are_per_component():
+    a = [torch.randn(2, 3, 4, dtype=R), torch.randn(2, 1, 4, dtype=R)]
+    b = [torch.randn(2, 4, 3, dtype=R), torch.randn(2, 4, 2, dtype=R)]
+    g = [torch.randn(2, 3, 3, dtype=R), torch.randn(2, 1, 2, dtype=R)]
+    nested = torch.nested.as_nested_tensor
+    self_grad = F.matmul_self_grad(nested(g), nested(a), nested(b)).unbind()
+    other_grad = F.matmul_other_grad(nested(g), nested(a), nested(b)).unbind()
+    for i in range(2):
+        expected = vjp(torch.matmul, [a[i], b[i]], g[i])
+        close(self_grad[i], expected[0])
+        close(other_grad[i], expected[1])
+
+
+@pytest.mark.parametrize("nested_input", [False, True])
+def test_linear_grads_and_bias_tangent(nested_input):
+    rows = [torch.randn(2, 4, dtype=R), torch.randn(3, 4, dtype=R)]
+    weight, bias = torch.randn(5, 4, dtype=R), torch.randn(5, dtype=R)
+    grads = [torch.randn(2, 5, dtype=R), torch.randn(3, 5, dtype=R)]
+    dense, dense_grad = torch.cat(rows), torch.cat(grads)
+    expected = vjp(torch.nn.functional.linear, [dense, weight, bias], dense_grad)
+    x, g = (
+        (torch.nested.as_nested_tensor(rows), torch.nested.as_nested_tensor(grads))
+        if nested_input
+        else (dense, dense_grad)
+    )
+    close(F.linear_weight_grad(g, x, weight), expected[1])
+    close(F.linear_bias_grad(g, bias), expected[2])
+    bias_t = torch.randn(5, dtype=R)
+    result = torch.nn.functional.linear(x, weight, bias)
+    spread = F.bias_tangent(bias_t, result)
+    if nested_input:
+        for part in spread.unbind():
+            close(part, bias_t.expand_as(part))
+    else:
+        assert spread is bias_t  # (the sum broadcasts it)

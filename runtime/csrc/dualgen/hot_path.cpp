@@ -330,14 +330,14 @@ bool returns_list(const c10::FunctionSchema& schema) {
 }
 
 // What the arguments' tangents at `level` ask for: none anywhere, some of
-// their own, or the Python path (a derived tangent, a complex or negated
-// tensor).
+// their own, or the Python path (a derived tangent, a complex, negated or
+// nested tensor).
 enum class Scan { None, Tangents, Slow };
 
 Scan scan(const torch::jit::Stack& stack, const py::handle& level) {
   bool any = false;
   const bool slow = any_tensor(stack, [&](const at::Tensor& t) {
-    if (t.is_complex() || t.is_neg()) return true;
+    if (t.is_complex() || t.is_neg() || t.is_nested()) return true;
     PyObject* value = nullptr;
     const Found found = tangent_at(python_of(t), t, level, &value);
     any = any || found == Found::Tangent;

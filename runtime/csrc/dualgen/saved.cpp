@@ -5,11 +5,28 @@
 
 namespace dualgen {
 
-Geometry::Geometry(const at::Tensor& t)
-    : first(t.data_ptr()),
-      sizes(t.sizes().begin(), t.sizes().end()),
-      strides(t.strides().begin(), t.strides().end()),
-      dtype(t.scalar_type()) {}
+namespace {
+
+// A nested tensor's components' sizes or strides, one row each, after a -1 (no
+// plain tensor's sizes start so).
+std::vector<int64_t> nested_rows(const at::Tensor& rows) {
+  const at::Tensor flat = rows.contiguous();
+  std::vector<int64_t> out{-1};
+  out.insert(out.end(), flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+  return out;
+}
+
+}  // namespace
+
+Geometry::Geometry(const at::Tensor& t) : first(t.data_ptr()), dtype(t.scalar_type()) {
+  if (t.is_nested()) {  // (no single shape: each component's)
+    sizes = nested_rows(t._nested_tensor_size());
+    strides = nested_rows(t._nested_tensor_strides());
+    return;
+  }
+  sizes.assign(t.sizes().begin(), t.sizes().end());
+  strides.assign(t.strides().begin(), t.strides().end());
+}
 
 size_t GeometryHash::operator()(const Geometry& g) const {
   size_t h = std::hash<const void*>()(g.first) ^ static_cast<size_t>(g.dtype);

@@ -71,9 +71,11 @@ void note_view(const py::object& view, const py::handle& source);
 // graph of its own is kept in its saved form (saved_tangents.saved_form).
 void remember_output(const py::handle& out, const py::handle& level, bool weakly);
 
-// A real, unnegated, strided tensor with storage: what the hot path computes with.
+// A real, unnegated, strided tensor with storage (not nested: a nested tensor's
+// layout is strided too): what the hot path computes with.
 inline bool plain(const at::Tensor& t) {
-  return !t.is_complex() && !t.is_neg() && t.has_storage() && t.layout() == at::kStrided;
+  return !t.is_complex() && !t.is_neg() && t.has_storage() && t.layout() == at::kStrided &&
+         !t.is_nested();
 }
 
 // The tensor whose memory t views (t itself if it is no view).

@@ -56,6 +56,13 @@ at::Tensor conform(const at::Tensor& tangent, const at::Tensor& result) {
     return at::Tensor();
   }
   at::Tensor real_tangent = as_real_like(tangent, result);
+  if (real_tangent.is_nested() || result.is_nested()) {
+    // (A nested tensor has no sizes: an op's nested tangent has its output's
+    // components; a dense one is broadcast into them.)
+    if (real_tangent.is_nested()) return real_tangent;
+    return at::zeros_like(result, at::TensorOptions().dtype(real_tangent.scalar_type())) +
+           real_tangent;
+  }
   if (real_tangent.sizes() == result.sizes()) {
     return real_tangent;
   }
