@@ -20575,6 +20575,20 @@ def _nested_from_padded_default(
         return None
 
 
+def _nested_view_from_buffer_default(
+    self_p, nested_size_p, nested_strides_p, offsets_p, self_t, result
+):
+    """aten::_nested_view_from_buffer(Tensor(a) self, Tensor nested_size, Tensor nested_strides, Tensor offsets) -> Tensor(a)"""
+    # view, derivatives.yaml entry _nested_view_from_buffer
+    # result: auto_linear
+    if self_t is not None:
+        return torch.ops.aten._nested_view_from_buffer.default(
+            self_t, nested_size_p, nested_strides_p, offsets_p
+        )
+    else:
+        return None
+
+
 def matmul_default(self_p, other_p, self_t, other_t, result):
     """aten::matmul(Tensor self, Tensor other) -> Tensor"""
     # functional, derivatives.yaml entry matmul

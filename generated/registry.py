@@ -12218,6 +12218,23 @@ KERNELS[aten._nested_from_padded.default] = KernelInfo(
 )
 
 
+KERNELS[aten._nested_view_from_buffer.default] = KernelInfo(
+    name="_nested_view_from_buffer",
+    kind="view",
+    jvp=jvp._nested_view_from_buffer_default,
+    vjp_kernel="_nested_view_from_buffer_default",
+    arguments=("self", "nested_size", "nested_strides", "offsets"),
+    outputs=("result",),
+    differentiable_inputs=("self",),
+    differentiable_outputs=("result",),
+    needs_original_self=False,
+    jvp_uses_outputs=False,
+    element_wise_jvp=False,
+    derived_from=None,
+    cpp_kernel="aten::_nested_view_from_buffer.default",
+)
+
+
 KERNELS[aten.matmul.default] = KernelInfo(
     name="matmul",
     kind="functional",

@@ -1631,6 +1631,9 @@ TAYLOR[aten._nested_tensor_from_mask.default] = Linear()
 # _nested_from_padded: result: auto_linear
 TAYLOR[aten._nested_from_padded.default] = Linear()
 
+# _nested_view_from_buffer: result: auto_linear
+TAYLOR[aten._nested_view_from_buffer.default] = Linear()
+
 # matmul: result: self_t.matmul(other_p) + self_p.matmul(other_t)
 TAYLOR[aten.matmul.default] = Multilinear(("self", "other"))
 

@@ -8606,6 +8606,16 @@ def _nested_from_padded_default(
     return (padded_grad,)
 
 
+def _nested_view_from_buffer_default(
+    grad, self, nested_size, nested_strides, offsets, result
+):
+    """aten::_nested_view_from_buffer(Tensor(a) self, Tensor nested_size, Tensor nested_strides, Tensor offsets) -> Tensor(a)"""
+    # view, derivatives.yaml entry _nested_view_from_buffer
+    # self: grad.contiguous().values()
+    self_grad = grad.contiguous().values()
+    return (self_grad,)
+
+
 def matmul_default(grad, self, other, result):
     """aten::matmul(Tensor self, Tensor other) -> Tensor"""
     # functional, derivatives.yaml entry matmul

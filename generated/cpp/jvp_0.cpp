@@ -987,6 +987,22 @@ Results _thnn_fused_lstm_cell_default(const Values& args, const Values& tangents
   return {dualgen::value(result0_t), dualgen::value(result1_t), dualgen::value(result2_t)};
 }
 
+// aten::_nested_view_from_buffer(Tensor(a) self, Tensor nested_size, Tensor nested_strides, Tensor offsets) -> Tensor(a)
+// view, derivatives.yaml entry _nested_view_from_buffer
+Results _nested_view_from_buffer_default(const Values& args, const Values& tangents, const Values& outputs) {
+  const at::Tensor self_p = unpack<at::Tensor>(args[0]);
+  const at::Tensor nested_size_p = unpack<at::Tensor>(args[1]);
+  const at::Tensor nested_strides_p = unpack<at::Tensor>(args[2]);
+  const at::Tensor offsets_p = unpack<at::Tensor>(args[3]);
+  at::Tensor self_t = unpack<at::Tensor>(tangents[0]);
+  const at::Tensor result = unpack<at::Tensor>(outputs[0]);
+  // result: auto_linear
+  if (present(self_t)) {
+    return {dualgen::value(at::_ops::_nested_view_from_buffer::call(self_t, nested_size_p, nested_strides_p, offsets_p))};
+  }
+  return {dualgen::value(None)};
+}
+
 // aten::_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)
 // functional, derivatives.yaml entry _fused_moving_avg_obs_fq_helper
 Results _fused_moving_avg_obs_fq_helper_default(const Values& args, const Values& tangents, const Values& outputs) {
@@ -1066,6 +1082,7 @@ void register_shard_0(Registry& registry) {
   registry.add("aten::_foreach_div.List", &_foreach_div_List);
   registry.add("aten::mkldnn_rnn_layer.default", &mkldnn_rnn_layer_default);
   registry.add("aten::_thnn_fused_lstm_cell.default", &_thnn_fused_lstm_cell_default);
+  registry.add("aten::_nested_view_from_buffer.default", &_nested_view_from_buffer_default);
   registry.add("aten::_fused_moving_avg_obs_fq_helper.default", &_fused_moving_avg_obs_fq_helper_default);
 }
 

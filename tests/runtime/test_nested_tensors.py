@@ -150,6 +150,37 @@ def test_jagged_unbind_and_constructors_from_duals(backend):
         )
 
 
+def test_jagged_without_a_tangent_times_a_dual_parameter(backend):
+    """The tangent comes from a plain operand: the subclass's op on its values
+    reads the parameter's tangent."""
+    scale, scale_t = _rand(D, seed=50), _rand(D, seed=51)
+    with fwAD.dual_level():
+        out = (_jagged(COMPONENTS) * fwAD.make_dual(scale, scale_t)).sin()
+        got = fwAD.unpack_dual(out).tangent.unbind()
+    _close(got, [(c * scale).cos() * c * scale_t for c in COMPONENTS], 1e-12)
+
+
+def test_jagged_through_func_jvp(backend):
+    from dualgen import func
+
+    primal, tangent = _jagged(COMPONENTS), _jagged(TANGENTS)
+    _, jvp_out = func.jvp(lambda x: F.silu(x) * 2, (primal,), (tangent,))
+    expected = _per_component(lambda c: F.silu(c) * 2, COMPONENTS, TANGENTS)
+    _close(jvp_out.unbind(), expected, 1e-12)
+
+
+def test_strided_view_of_a_buffer(backend):
+    buffer, buffer_t = _rand(20, seed=60), _rand(20, seed=61)
+    sizes = torch.tensor([[2, 4], [3, 4]])
+    strides = torch.tensor([[4, 1], [4, 1]])
+    offsets = torch.tensor([0, 8])
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(buffer, buffer_t)
+        view = torch.ops.aten._nested_view_from_buffer(dual, sizes, strides, offsets)
+        parts = fwAD.unpack_dual(view * 3).tangent.unbind()
+    _close(parts, [3 * buffer_t[:8].view(2, 4), 3 * buffer_t[8:].view(3, 4)], 1e-12)
+
+
 def test_jagged_with_lengths(backend):
     """A nested tensor viewing part of each row (lengths besides offsets)."""
     values = _rand(12, D, seed=30)
