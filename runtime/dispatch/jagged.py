@@ -11,8 +11,10 @@ differentiated by the aten rules, and no op on the wrapper can drop a tangent th
 the wrapper itself held.
 
 The mode therefore runs every op with a jagged argument as the subclass runs it
-(deferring), with one exception: the subclass reads its values through `detach`,
-which would drop their tangents, so `values()` is taken as an alias here.
+(`run`: its `__torch_dispatch__`, with the mode on the stack), with one exception:
+the subclass reads its values through `detach`, which would drop their tangents,
+so `values()` is taken as an alias here. Where autograd records, the mode lets
+it record the ops on values too (mode.py), so tangents are differentiable.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _VALUES_OPS = frozenset(
 
 def is_jagged(value) -> bool:
     # (by type: reading `.layout` is itself an op the subclass dispatches)
-    return isinstance(value, torch.Tensor) and type(value) is _nested_tensor_type()
+    return isinstance(value, _nested_tensor_type())
 
 
 @functools.cache
