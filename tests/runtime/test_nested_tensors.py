@@ -49,6 +49,18 @@ def _attention(x):
     return _merge(F.scaled_dot_product_attention(q, q.sin(), q.cos()))
 
 
+def _sdpa_written(q, k, v):
+    """Attention in plain ops: the oracle's (native forward AD has no rule for
+    the fused CPU kernel torch 2.14 picks for float64)."""
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return scores.softmax(-1) @ v
+
+
+def _attention_written(c):
+    q = _heads(c)
+    return _merge(_sdpa_written(q, q.sin(), q.cos()))
+
+
 # name -> (the program on a nested tensor, the same on one component)
 PROGRAMS = {
     "sin_times_2": (lambda x: x.sin() * 2, lambda c: c.sin() * 2),
@@ -61,7 +73,7 @@ PROGRAMS = {
     "gelu_then_exp": (lambda x: F.gelu(x).exp(), lambda c: F.gelu(c).exp()),
     "sum_last_dim": (lambda x: x.sum(-1), lambda c: c.sum(-1)),
     "matmul_dense": (lambda x: x @ WEIGHT.T, lambda c: c @ WEIGHT.T),
-    "attention": (_attention, _attention),
+    "attention": (_attention, _attention_written),
     "in_place": (
         lambda x: x.clone().mul_(x).add_(1.5),
         lambda c: c.clone().mul_(c).add_(1.5),
@@ -318,7 +330,8 @@ class _Block(torch.nn.Module):
     def forward(self, x):
         # (jagged attention takes q, k, v contiguous before the head split)
         q, k, v = (t.contiguous() for t in self.qkv(self.norm1(x)).chunk(3, -1))
-        mixed = _merge(F.scaled_dot_product_attention(_heads(q), _heads(k), _heads(v)))
+        attend = F.scaled_dot_product_attention if x.is_nested else _sdpa_written
+        mixed = _merge(attend(_heads(q), _heads(k), _heads(v)))
         x = x + self.out(mixed if self.attention else q * k.sigmoid() + v)
         return x + self.mlp(self.norm2(x))
 
