@@ -114,6 +114,10 @@ def random_like(value, gen: torch.Generator):
     moved to `value`'s (a CPU generator: the same values on every device)."""
     if isinstance(value, list):
         return [random_like(v, gen) for v in value]
+    if value.is_nested:  # (strided: each component's)
+        return torch.nested.as_nested_tensor(
+            [random_like(c, gen) for c in value.unbind()]
+        )
     if value.is_complex():
         drawn = torch.complex(
             *(
@@ -218,7 +222,15 @@ def as_tuple(out) -> tuple:
 
 def assert_matches(got, expected, where, shape=None, **tolerance):
     """`got` has `shape` (expected's unless given) and expected's dtype, and its
-    values, NaN matching NaN; a failure names `where`."""
+    values, NaN matching NaN; a failure names `where`. Nested tensors (strided)
+    match component by component."""
+    if got.is_nested or expected.is_nested:
+        assert got.is_nested and expected.is_nested, f"{where}: nested against dense"
+        parts, expected_parts = got.unbind(), expected.unbind()
+        assert len(parts) == len(expected_parts), f"{where}: components"
+        for i, (g, e) in enumerate(zip(parts, expected_parts)):
+            assert_matches(g, e, f"{where}, component {i}", **tolerance)
+        return
     shape = expected.shape if shape is None else shape
     assert got.shape == shape, f"{where}: shape {tuple(got.shape)}, not {tuple(shape)}"
     assert (

@@ -36,6 +36,11 @@ def _operate(ext, op, a, b, temporary):
 
 
 def _assert_identical(got, expected, where):
+    if got.is_nested or expected.is_nested:  # (strided: component by component)
+        assert got.is_nested and expected.is_nested, f"{where}: nested against dense"
+        for i, (g, e) in enumerate(zip(got.unbind(), expected.unbind(), strict=True)):
+            _assert_identical(g, e, f"{where}, component {i}")
+        return
     assert got.dtype == expected.dtype, where
     assert got.shape == expected.shape, where
     assert got.stride() == expected.stride(), f"{where}: strides"
