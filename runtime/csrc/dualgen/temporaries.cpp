@@ -29,10 +29,13 @@ bool mode_on() {
          !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python);
 }
 
-// `temp` alone owns its tensor and its memory, which is dense, and writing it
-// records nothing.
+// `temp` alone owns its tensor and its memory, which is dense and not empty (an
+// empty result's strides are ATen's choice per operator: `t * 2` and `t + u`
+// lay an empty `t` out differently, and view_as_complex reads them), and writing
+// it records nothing.
 bool alone(const at::Tensor& temp) {
   if (!reuse_on || !temp.defined() || temp.use_count() != 1) return false;
+  if (temp.numel() == 0) return false;
   if (!plain(temp) || !temp.has_storage()) return false;
   if (temp.layout() != at::kStrided || temp.storage().use_count() != 1) return false;
   if (temp.scalar_type() == at::kBool || graph_sees(temp) || mode_on()) return false;
