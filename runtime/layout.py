@@ -235,13 +235,16 @@ def set_new_tangent(
         and same_layout(value, t)
     ):
         # As native: a tangent laid out like both becomes the base's as it is
-        # (in its own dtype), and the view's is the same tensor. (Not a real one
-        # for a complex base, which only an empty `.real` view lays out alike:
-        # the base's complex views could not be taken of it.) A batched value
-        # is copied: vmap hides whether it views an operand's tangent.
+        # (in its own dtype). (Not a real one for a complex base, which only an
+        # empty `.real` view lays out alike: the base's complex views could not
+        # be taken of it.) A batched value is copied: vmap hides whether it
+        # views an operand's tangent. The view's is a view of it, where native's
+        # is the same tensor, which an in-place view op of the base (unsqueeze_)
+        # then reshapes under the view.
         value = conform_layout(value, t, fresh or is_batched(value))
         set_tangent(base, level, value)
-        set_tangent(t, level, value)
+        with autograd_enabled():
+            set_tangent(t, level, view_of_tangent(value, t, base))
         return
     with autograd_enabled():
         if base_tangent is None:

@@ -269,7 +269,10 @@ def _view_tangent_ignores_inplace_view_op(e: Evidence) -> bool:
     of a dual): native derives the view's tangent with the view's first geometry, so
     it has another shape than the view ([2] for a [1, 2] view), or, where the op
     keeps the shape (swapdims_ of a square view), the base's tangent read in the
-    view's first order. dualgen's follows the view's geometry as it is now."""
+    view's first order. Likewise a view laid out like its base that got a tangent
+    by a write, the base having none: native gives both one tangent tensor, which
+    an in-place view op of the base reshapes under the view. dualgen's follows the
+    view's geometry as it is now."""
     if e.finding.variable is None:
         return False
     native, dual = e.native_state(), e.dualgen_state()

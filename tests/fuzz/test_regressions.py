@@ -410,6 +410,34 @@ REGRESSIONS = {
         x2 = torch.add(x0, x0, alpha=0.5)
         x3 = torch.view_as_complex(x2)
         """),
+    # A view laid out like its base (a whole slice; any slice of an empty tensor)
+    # that gets a tangent by a write, where the base has none: native gives both
+    # the same tangent tensor, which the base's in-place view op then reshapes
+    # under the view (x1's tangent [1, 3] for a [3] value). dualgen gave the same
+    # (and under two levels raised reading the view's tangent); the view's is a
+    # view of the base's now.
+    "view_sharing_its_bases_tangent_when_the_base_is_unsqueezed": Regression(
+        f"""
+        x0 = torch.zeros((3,), {F64})
+        x1 = x0[:]
+        x2 = fwAD.make_dual(torch.tensor([1.0, 1.0, 1.0], {F64}), torch.tensor([0.0, 1.0, 2.0], {F64}))
+        x1.copy_(x2)
+        x0.unsqueeze_(0)
+        x3 = x1 * 2.0
+        """,
+        expect="a view's later tangent ignores its in-place view ops",
+    ),
+    "nested_empty_view_sharing_its_bases_tangent_when_the_base_is_unsqueezed": Regression(
+        f"""
+        x0 = input(torch.zeros((0,), {F64}), v=torch.zeros((0,), {F64}), u=torch.zeros((0,), {F64}))
+        x3 = x0.cumsum(0)
+        x4 = x3[0:0:2]
+        x4.copy_((x0 * x0).sum())
+        x3.unsqueeze_(0)
+        x5 = x4 * 2.0
+        """,
+        nested=True,
+    ),
 }
 
 
