@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .nested_layout import same_components, shape_text
+from .nested_layout import same_shape, shape_text
 from .tangents import tangent_of
 
 
@@ -20,19 +20,11 @@ def check_dual(tensor: torch.Tensor, tangent: torch.Tensor, lvl) -> None:
     """make_dual's checks: native's errors, word for word."""
     check_floating(tensor, "primal")
     check_floating(tangent, "tangent")
-    if tensor.is_nested or tangent.is_nested:  # (strided: jagged ones are not here)
-        if not same_components(tangent, tensor):
-            raise RuntimeError(
-                "Trying to set a forward gradient that has a different size than that "
-                "of the original Tensor, this is not supported. Tensor is of size "
-                f"{shape_text(tensor)} while the given forward gradient is of size "
-                f"{shape_text(tangent)}."
-            )
-    elif tangent.shape != tensor.shape:
+    if not same_shape(tangent, tensor):  # (nested: strided ones; jagged are not here)
         raise RuntimeError(
             "Trying to set a forward gradient that has a different size than that of the "
-            f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
-            f"while the given forward gradient is of size {list(tangent.shape)}."
+            f"original Tensor, this is not supported. Tensor is of size {shape_text(tensor)} "
+            f"while the given forward gradient is of size {shape_text(tangent)}."
             + local_shape_hint(tensor, tangent)
         )
     if torch._C._is_fwd_grad_enabled():  # (disabled: tangents are unseen, as native)

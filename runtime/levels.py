@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .nested_layout import component_sizes, component_strides
+
 TANGENTS = "_dualgen_tangents"
 NO_TANGENT = object()  # marks a tensor that must not inherit its base's tangent
 
@@ -71,10 +73,7 @@ def geometry(t: torch.Tensor) -> tuple:
     """Where and how t's elements lie (its first element's address includes the
     storage offset): a saved output rebuilt by autograd has the same."""
     if t.is_nested:  # (no single shape: each component's)
-        sizes = torch.ops.aten._nested_tensor_size(t).tolist()
-        strides = torch.ops.aten._nested_tensor_strides(t).tolist()
-        rows = tuple(map(tuple, sizes)), tuple(map(tuple, strides))
-        return (t.data_ptr(), *rows, t.dtype)
+        return (t.data_ptr(), component_sizes(t), component_strides(t), t.dtype)
     return (t.data_ptr(), t.shape, t.stride(), t.dtype)
 
 

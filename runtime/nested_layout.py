@@ -16,9 +16,14 @@ def is_strided_nested(t: torch.Tensor) -> bool:
     return t.is_nested and t.layout is torch.strided
 
 
-def component_sizes(t: torch.Tensor) -> list[list[int]]:
+def component_sizes(t: torch.Tensor) -> tuple[tuple[int, ...], ...]:
     """Each component's shape (a strided nested tensor's stand-in for `.shape`)."""
-    return torch.ops.aten._nested_tensor_size(t).tolist()
+    return tuple(map(tuple, torch.ops.aten._nested_tensor_size(t).tolist()))
+
+
+def component_strides(t: torch.Tensor) -> tuple[tuple[int, ...], ...]:
+    """Each component's strides."""
+    return tuple(map(tuple, torch.ops.aten._nested_tensor_strides(t).tolist()))
 
 
 def same_components(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
@@ -32,8 +37,15 @@ def same_components(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
     )
 
 
+def same_shape(tangent: torch.Tensor, primal: torch.Tensor) -> bool:
+    """Whether `tangent` has `primal`'s shape (a nested one's: its components')."""
+    if primal.is_nested or tangent.is_nested:
+        return same_components(tangent, primal)
+    return tangent.shape == primal.shape
+
+
 def shape_text(t: torch.Tensor) -> str:
     """For error messages: a shape, or a nested tensor's components' shapes."""
     if t.is_nested and t.layout is torch.strided:
-        return f"nested {component_sizes(t)}"
+        return f"nested {[list(c) for c in component_sizes(t)]}"
     return str(list(t.shape))

@@ -11,8 +11,9 @@ arguments.
 This module is the mode and its dispatch: finding the level, binding arguments,
 looking up rules and reporting missing ones. Around it: `tangents` (finding a
 tangent, the dispatch contexts), `layout` and `dtypes` (how a tangent is stored),
-`outputs` (attaching output tangents), `inplace` (in-place updates) and `tracked`
-(running an op under autograd for reverse-over-forward).
+`outputs` (attaching output tangents), `inplace` (in-place updates), `tracked`
+(running an op under autograd for reverse-over-forward) and `subclasses` (tensor
+subclasses with a dispatch of their own, jagged nested tensors among them).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,
     _get_current_dispatch_mode,
-    _pop_mode,
-    _push_mode,
 )
 
 from .. import torch_features
@@ -61,7 +60,6 @@ from ..tangents import (
     tangent_of,
     tensors_in,
 )
-from . import jagged
 from .decompositions import has_decomposition
 from .higher_order import dispatch_higher_order, is_higher_order
 from .inplace import (
@@ -75,8 +73,10 @@ from .inplace import (
     writes_shared,
     written_positions,
 )
+from .jagged import any_jagged
 from .op_arguments import bind
 from .outputs import attach_outputs, shared_with_inputs
+from .subclasses import deferring, dispatches_itself, jagged_op
 from .tracked import PYTHON_KEYS, autograd_records, defer_formula, defers, run_tracked
 
 
@@ -173,15 +173,15 @@ class DualMode(TorchDispatchMode):
                 return out
         if STATE.defer_next:
             STATE.defer_next = False
-            return NotImplemented  # the subclass runs it (`_deferring`)
+            return NotImplemented  # the subclass runs it (subclasses.deferring)
         if STATE.saved_to_move:
             move_saved_tangents()  # onto their outputs' nodes (saved_tangents.py)
         if STATE.pending:
             resolve_pending()  # an earlier op's tangents (tracked.defer_formula)
         kwargs = kwargs or {}
-        subclass_op = _dispatches_itself(types)
-        if subclass_op and jagged.any_jagged(args, kwargs):
-            return _jagged_op(self, func, types, args, kwargs)
+        subclass_op = dispatches_itself(types)
+        if subclass_op and any_jagged(args, kwargs):
+            return jagged_op(self, func, types, args, kwargs)
         tensors = tensor_arguments(args, kwargs)
         if subclass_op is not STATE.subclass_op:
             previous, STATE.subclass_op = STATE.subclass_op, subclass_op
@@ -212,7 +212,7 @@ class DualMode(TorchDispatchMode):
             level = innermost_level_with_tangent(tensors)
         if level is None:
             out = (
-                _deferring(self, func, args, kwargs)
+                deferring(self, func, args, kwargs)
                 if STATE.subclass_op
                 else (func(*args, **kwargs))
             )
@@ -290,30 +290,6 @@ def reads_lazy_views(args, kwargs) -> bool:
     return _any_lazy_view(tensor_arguments(args, kwargs))
 
 
-def _dispatches_itself(types) -> bool:
-    """True if an argument is a tensor subclass with its own __torch_dispatch__
-    (`types`: the argument types torch hands the mode). Fake tensors under their
-    fake mode (a tensor subclass's sharding propagation, DTensor's) are not: the
-    mode below ours runs their ops."""
-    for t in types:
-        if t is not torch.Tensor and t.__torch_dispatch__ is not _PLAIN_DISPATCH:
-            if t is _FakeTensor() and _fake_mode_active():
-                continue
-            return True
-    return False
-
-
-@functools.cache
-def _FakeTensor() -> type:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return FakeTensor
-
-
-def _fake_mode_active() -> bool:
-    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
-
-
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
 
 
@@ -324,41 +300,6 @@ def _acts_plainly(cls: type) -> bool:
         cls.__torch_dispatch__ is _PLAIN_DISPATCH
         and cls.__torch_function__ is torch._C._disabled_torch_function_impl
     )
-
-
-def _deferring(mode, func, args, kwargs):
-    """Run `func` on arguments that include a tensor subclass with its own
-    __torch_dispatch__, with this mode on the stack (torch pops it while the mode
-    runs): the mode declines the call (NotImplemented), so the subclass's dispatch
-    runs it, and ops the subclass re-enters dispatch with reach the mode (with no
-    mode on the stack they fail torch's "no arguments had PyInterpreter" assert)."""
-    STATE.defer_next = True
-    _push_mode(mode)
-    try:
-        return func(*args, **kwargs)
-    finally:
-        _pop_mode()
-        STATE.defer_next = False
-
-
-def _jagged_op(mode, func, types, args, kwargs):
-    """An op with a jagged nested tensor: their tangents live on their values
-    (jagged.py), so the subclass runs it, its ops on values coming back here.
-    Where autograd records, so do they: the tangents they give are then
-    differentiable (forward over reverse), as the subclass's own graph, above,
-    is not."""
-    previous, STATE.subclass_op = STATE.subclass_op, True
-    _push_mode(mode)
-    try:
-        if jagged.reads_values(func):
-            return jagged.values_alias(args[0] if args else kwargs["self"])
-        if autograd_records(args, tuple(kwargs.values())):
-            with autograd_enabled():
-                return jagged.run(func, types, args, kwargs)
-        return jagged.run(func, types, args, kwargs)
-    finally:
-        _pop_mode()
-        STATE.subclass_op = previous
 
 
 def _any_lazy_view(tensors) -> bool:

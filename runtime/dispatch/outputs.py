@@ -11,7 +11,7 @@ import torch
 from ..dtypes import in_dtype_of
 from ..layout import conform_layout
 from ..levels import Level, set_tangent
-from ..nested_layout import same_components, shape_text
+from ..nested_layout import same_shape, shape_text
 from ..rules.rule import Rule
 from ..tangents import is_differentiable_dtype
 
@@ -61,18 +61,10 @@ def _attach_one(
         if rule.kind == "view" or output._base is not None:
             set_tangent(output, level, None)  # a non-differentiable view (detach)
         return
-    if output.is_nested:
-        if not same_components(value, output):
-            raise RuntimeError(
-                f"JVP rule for {rule.op} ({rule.origin}) returned a tangent of shape "
-                f"{shape_text(value)} for an output of shape {shape_text(output)}"
-            )
-        set_tangent(output, level, value.clone() if fresh else value)
-        return
-    if value.shape != output.shape:
+    if not same_shape(value, output):
         raise RuntimeError(
             f"JVP rule for {rule.op} ({rule.origin}) returned a tangent of shape "
-            f"{list(value.shape)} for an output of shape {list(output.shape)}"
+            f"{shape_text(value)} for an output of shape {shape_text(output)}"
         )
     if rule.kind != "view":
         if promote:

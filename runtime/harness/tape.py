@@ -35,6 +35,14 @@ from ..functions import backward as functions
 from ..functions import hooks as function_hooks
 from ..kernel_info import KernelInfo
 from ..missing import qualified_name
+from .tape_geometry import (
+    as_real,
+    from_real,
+    geometry,
+    real_dtype,
+    real_geometry,
+    shape_of,
+)
 
 Node = int  # None stands for a constant (nothing to differentiate)
 
@@ -48,50 +56,6 @@ def _registry() -> dict:
 def is_differentiable(t) -> bool:
     """A floating or complex tensor: one that can carry a gradient."""
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-
-
-def _geometry(t: torch.Tensor) -> tuple:
-    if t.is_nested:  # (no single shape: each component's)
-        return (
-            "nested",
-            _shape_of(t),
-            torch.ops.aten._nested_tensor_strides(t).tolist(),
-            torch.ops.aten._nested_tensor_storage_offsets(t).tolist(),
-        )
-    return (tuple(t.shape), t.stride(), t.storage_offset())
-
-
-def _shape_of(t: torch.Tensor):
-    """t's shape; a nested tensor's components' shapes."""
-    if t.is_nested:
-        return ("nested", *map(tuple, torch.ops.aten._nested_tensor_size(t).tolist()))
-    return t.shape
-
-
-def _real_geometry(t: torch.Tensor) -> tuple:
-    """t's geometry in elements of its real dtype: a complex tensor seen as its
-    real view (a last dim of 2), so a float view of complex memory (view_as_real)
-    and the complex tensor it views are placed in one coordinate system."""
-    if t.is_nested:
-        raise NotImplementedError(
-            "the tape cannot follow a view of a nested tensor's memory"
-        )
-    shape, stride, offset = _geometry(t)
-    if not t.is_complex():
-        return shape, stride, offset
-    return (*shape, 2), (*(2 * s for s in stride), 1), 2 * offset
-
-
-def _real_dtype(dtype: torch.dtype) -> torch.dtype:
-    return dtype.to_real() if dtype.is_complex else dtype
-
-
-def _as_real(g: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(g.resolve_conj()) if g.is_complex() else g
-
-
-def _from_real(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return torch.view_as_complex(r) if dtype.is_complex else r
 
 
 class GradDtypeMismatch(RuntimeError):
@@ -141,7 +105,7 @@ class _GetStep:
 
     root_node: Node | None
     node: Node
-    root_geometry: tuple  # real geometries (_real_geometry)
+    root_geometry: tuple  # real geometries (tape_geometry.real_geometry)
     geometry: tuple
     length: int
     root_dtype: torch.dtype
@@ -154,7 +118,7 @@ class _PutbackStep:
     root_node: Node | None
     view_node: Node | None
     node: Node
-    root_geometry: tuple  # real geometries (_real_geometry)
+    root_geometry: tuple  # real geometries (tape_geometry.real_geometry)
     geometry: tuple
     length: int
     root_dtype: torch.dtype
@@ -183,7 +147,7 @@ class Tape(TorchDispatchMode):
         self._storages: dict[int, _Storage] = {}
         self._steps: list = []
         self._watched: dict[int, tuple[torch.Tensor, Node]] = {}
-        self._node_meta: list[tuple[object, torch.dtype]] = []  # (_shape_of, dtype)
+        self._node_meta: list[tuple[object, torch.dtype]] = []  # (shape_of, dtype)
 
     # Recording
 
@@ -301,7 +265,7 @@ class Tape(TorchDispatchMode):
         return self._new_node(o) if is_differentiable(o) else None
 
     def _new_node(self, t: torch.Tensor) -> Node:
-        self._node_meta.append((_shape_of(t), t.dtype))
+        self._node_meta.append((shape_of(t), t.dtype))
         return len(self._node_meta) - 1
 
     def _add_storage(self, t: torch.Tensor, node: Node | None) -> _Storage:
@@ -342,7 +306,7 @@ class Tape(TorchDispatchMode):
     def _get(self, storage: _Storage, t: torch.Tensor) -> Node | None:
         if storage.root_node is None:
             return None
-        same = t is storage.root or _geometry(t) == _geometry(storage.root)
+        same = t is storage.root or geometry(t) == geometry(storage.root)
         if same and t.dtype == storage.root.dtype:
             return storage.root_node
         self._check_alias(storage, t)
@@ -351,8 +315,8 @@ class Tape(TorchDispatchMode):
             _GetStep(
                 storage.root_node,
                 node,
-                _real_geometry(storage.root),
-                _real_geometry(t),
+                real_geometry(storage.root),
+                real_geometry(t),
                 storage.length,
                 storage.root.dtype,
             )
@@ -369,7 +333,7 @@ class Tape(TorchDispatchMode):
             return
         record = self._record(value)
         storage = record.storage
-        same = value is storage.root or _geometry(value) == _geometry(storage.root)
+        same = value is storage.root or geometry(value) == geometry(storage.root)
         if same and value.dtype == storage.root.dtype:
             storage.root_node = node
         elif node is not None or storage.root_node is not None:
@@ -380,8 +344,8 @@ class Tape(TorchDispatchMode):
                     storage.root_node,
                     node,
                     new_root,
-                    _real_geometry(storage.root),
-                    _real_geometry(value),
+                    real_geometry(storage.root),
+                    real_geometry(value),
                     storage.length,
                     storage.root.dtype,
                     value.dtype,
@@ -514,9 +478,9 @@ class Tape(TorchDispatchMode):
         shape, dtype = self._node_meta[node]
         if not isinstance(g, torch.Tensor):
             raise TypeError(f"{where} returned {type(g).__name__}, not a Tensor")
-        if _shape_of(g) != shape:
+        if shape_of(g) != shape:
             raise RuntimeError(
-                f"{where} returned a gradient of shape {list(_shape_of(g))} for a "
+                f"{where} returned a gradient of shape {list(shape_of(g))} for a "
                 f"value of shape {list(shape)}"
             )
         if g.dtype != dtype:
@@ -531,7 +495,7 @@ class Tape(TorchDispatchMode):
 
 
 def _check_dtype(storage: _Storage, t: torch.Tensor) -> None:
-    if _real_dtype(t.dtype) != _real_dtype(storage.root.dtype):
+    if real_dtype(t.dtype) != real_dtype(storage.root.dtype):
         raise NotImplementedError(
             "the tape cannot follow a view with another dtype than its base "
             f"({t.dtype} of {storage.root.dtype}) unless it is the real view "
@@ -576,7 +540,7 @@ def _as_tuple(value) -> tuple:
 
 def _scratch(g: torch.Tensor, length: int) -> torch.Tensor:
     """Zeroed memory for a whole storage, in elements of g's real dtype."""
-    return torch.zeros(length, dtype=_real_dtype(g.dtype), device=g.device)
+    return torch.zeros(length, dtype=real_dtype(g.dtype), device=g.device)
 
 
 def _backward_get(tape: Tape, step: _GetStep, cotangents: dict) -> None:
@@ -584,10 +548,8 @@ def _backward_get(tape: Tape, step: _GetStep, cotangents: dict) -> None:
     if g is None or step.root_node is None:
         return
     flat = _scratch(g, step.length)
-    flat.as_strided(*step.geometry).copy_(_as_real(g))
-    root_grad = _from_real(
-        flat.as_strided(*step.root_geometry).clone(), step.root_dtype
-    )
+    flat.as_strided(*step.geometry).copy_(as_real(g))
+    root_grad = from_real(flat.as_strided(*step.root_geometry).clone(), step.root_dtype)
     tape._accumulate(cotangents, step.root_node, root_grad, "a view of its base")
 
 
@@ -596,13 +558,13 @@ def _backward_putback(tape: Tape, step: _PutbackStep, cotangents: dict) -> None:
     if g is None:
         return
     flat = _scratch(g, step.length)
-    flat.as_strided(*step.root_geometry).copy_(_as_real(g))
+    flat.as_strided(*step.root_geometry).copy_(as_real(g))
     if step.view_node is not None:
-        view_grad = _from_real(flat.as_strided(*step.geometry).clone(), step.view_dtype)
+        view_grad = from_real(flat.as_strided(*step.geometry).clone(), step.view_dtype)
         tape._accumulate(cotangents, step.view_node, view_grad, "a write to a view")
     if step.root_node is not None:
         flat.as_strided(*step.geometry).zero_()
-        root_grad = _from_real(
+        root_grad = from_real(
             flat.as_strided(*step.root_geometry).clone(), step.root_dtype
         )
         tape._accumulate(cotangents, step.root_node, root_grad, "a write to a view")

@@ -292,7 +292,7 @@ def test_the_specs_own_harness_entries_are_the_ones_checked(
 
 
 def test_gauge_invariants_ignore_the_phase_of_each_vector():
-    from dualgen.tools.validate import GAUGE_INVARIANTS
+    from dualgen.tools.validate.checked_function import GAUGE_INVARIANTS
 
     A = torch.randn(4, 3, dtype=torch.complex128)
     phase = torch.exp(1j * torch.randn(3, dtype=torch.float64))
